@@ -1,0 +1,27 @@
+"""Every error a user can hit, in one place.
+
+Each message is one sentence that says what is wrong and how to fix it; the CLI prints it
+without a traceback (unless ``--debug``) and the API turns it into a 4xx.
+"""
+
+from __future__ import annotations
+
+
+class AutotuneError(Exception):
+    """Base class of every error autotune raises on purpose."""
+
+
+class WorkloadError(AutotuneError):
+    """The workload could not be found, imported or built as the contract requires."""
+
+
+class ConfigError(AutotuneError):
+    """A knob, range, budget or option given by the user is not valid."""
+
+
+class StoreError(AutotuneError):
+    """The database could not be opened or does not hold what was asked for."""
+
+
+class NoFeasibleConfigError(AutotuneError):
+    """No measured configuration is usable (all failed or exceeded the memory budget)."""

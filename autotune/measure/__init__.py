@@ -1,0 +1,38 @@
+"""Inside a trial: the timed training loop, host memory, NVML, and the fingerprint."""
+
+from autotune.measure._batches import DevicePrefetcher, to_device
+from autotune.measure._fingerprint import device_info, fingerprint, resolve_device
+from autotune.measure._host_memory import TreeMemorySampler, tree_memory_bytes
+from autotune.measure._loop import (
+    MeasurePlan,
+    NonFiniteLoss,
+    TrainingLoop,
+    WindowMetrics,
+    apply_backend_flags,
+    autocast_dtype,
+    build_loader,
+    input_batch_ndim,
+    measure,
+)
+from autotune.measure._nvml import UtilizationSampler, nvml_devices
+
+__all__ = [
+    "DevicePrefetcher",
+    "MeasurePlan",
+    "NonFiniteLoss",
+    "TrainingLoop",
+    "TreeMemorySampler",
+    "UtilizationSampler",
+    "WindowMetrics",
+    "apply_backend_flags",
+    "autocast_dtype",
+    "build_loader",
+    "device_info",
+    "fingerprint",
+    "input_batch_ndim",
+    "measure",
+    "nvml_devices",
+    "resolve_device",
+    "to_device",
+    "tree_memory_bytes",
+]

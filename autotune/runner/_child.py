@@ -1,0 +1,133 @@
+"""The trial process: ``python -m autotune.runner._child`` reads a request on stdin.
+
+A request either probes the workload (what can be searched) or measures one configuration.
+Every outcome the process can still report (ok, oom, nonfinite, error) is written as a
+``result`` event; a crash or a hang is classified by the parent.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+import psutil
+import torch
+
+from autotune.errors import AutotuneError
+from autotune.measure import (
+    MeasurePlan,
+    NonFiniteLoss,
+    device_info,
+    fingerprint,
+    input_batch_ndim,
+    measure,
+    resolve_device,
+)
+from autotune.runner._protocol import EventWriter
+from autotune.space import Config, WorkloadInfo
+from autotune.workload import load_workload
+
+_OOM_PHRASES = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+
+def describe_exception(exc: BaseException) -> str:
+    """The exception in the workload's own words: its type and message, one line.
+
+    An error raised in a DataLoader worker arrives wrapped ("Caught ValueError in DataLoader
+    worker process 0 ... ValueError: message"); the original last line is what the user wrote.
+    """
+    text = str(exc).strip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    if lines and lines[0].startswith("Caught ") and len(lines) > 1:
+        return lines[-1].strip()
+    first = lines[0] if lines else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and any(p in str(exc).lower() for p in _OOM_PHRASES)
+
+
+def probe(request: dict[str, Any], emit: EventWriter) -> None:
+    device = resolve_device(request["device"])
+    workload = load_workload(request["workload"])
+    try:
+        dataset = workload.dataset()
+        length = len(dataset) if hasattr(dataset, "__len__") else None
+        ndim = input_batch_ndim(workload, dataset)
+        workload.model()
+    except Exception as exc:
+        raise AutotuneError(
+            f"building workload {workload.name!r} failed: {describe_exception(exc)}; "
+            "fix its model or dataset factory (run with --debug for the traceback)"
+        ) from exc
+    info = WorkloadInfo(
+        name=workload.name or "workload",
+        description=workload.description,
+        dataset_length=length,
+        input_batch_ndim=ndim,
+        batch_size=workload.batch_size,
+        idle_host_memory_bytes=psutil.Process().memory_info().rss,
+    )
+    emit({
+        "event": "probe",
+        "device": device_info(device).model_dump(),
+        "workload": info.model_dump(),
+        "fingerprint": fingerprint(device),
+    })
+
+
+def trial(request: dict[str, Any], emit: EventWriter) -> None:
+    device = resolve_device(request["device"])
+    config = Config.model_validate(request["config"])
+    plan = MeasurePlan(**request.get("plan", {}))
+    budget = request.get("device_memory_budget_bytes")
+    if device.type == "cuda" and budget:
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, budget / total), device)
+    workload = load_workload(request["workload"])
+    result: dict[str, Any] = {"event": "result", "fingerprint": fingerprint(device)}
+    try:
+        metrics = measure(workload, config, device, plan, progress=emit)
+        result.update(outcome="ok", metrics=metrics.as_dict())
+    except NonFiniteLoss as exc:
+        result.update(outcome="nonfinite", error=str(exc))
+    except Exception as exc:
+        traceback.print_exc()
+        outcome = "oom" if is_out_of_memory(exc) else "error"
+        result.update(outcome=outcome, error=describe_exception(exc))
+    if device.type == "cuda":
+        result["peak_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
+        result["peak_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
+    emit(result)
+
+
+def main() -> None:
+    faulthandler.enable()  # a segfault leaves its Python stack in the trial's log
+    request = json.loads(sys.stdin.read())
+    emit = EventWriter()
+    emit({"event": "started", "pid": os.getpid()})
+    try:
+        (probe if request["mode"] == "probe" else trial)(request, emit)
+    except AutotuneError as exc:
+        traceback.print_exc()
+        emit({"event": "result", "outcome": "error", "error": str(exc), "user_error": True})
+    except Exception as exc:
+        traceback.print_exc()
+        outcome = "oom" if is_out_of_memory(exc) else "error"
+        emit({"event": "result", "outcome": outcome, "error": describe_exception(exc)})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: a stuck DataLoader worker must not hold the result hostage.
+    # The parent kills whatever is left of the process group.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

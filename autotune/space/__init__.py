@@ -1,0 +1,20 @@
+"""The knobs, one configuration, and the search space of a job on a device."""
+
+from autotune.space._config import AmpMode, Config
+from autotune.space._facts import DeviceInfo, WorkloadInfo
+from autotune.space._knobs import KNOBS, Knob, amp_modes, default_max_workers
+from autotune.space._space import SearchSpace, coerce_knob_value, parse_assignments
+
+__all__ = [
+    "KNOBS",
+    "AmpMode",
+    "Config",
+    "DeviceInfo",
+    "Knob",
+    "SearchSpace",
+    "WorkloadInfo",
+    "amp_modes",
+    "coerce_knob_value",
+    "default_max_workers",
+    "parse_assignments",
+]

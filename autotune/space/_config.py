@@ -1,0 +1,84 @@
+"""One training configuration: the values of every knob, as the recommendation JSON names them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+AmpMode = Literal["off", "fp16", "bf16"]
+
+
+class Config(BaseModel):
+    """The knob values of one trial; field names are the recommendation JSON's keys.
+
+    Example:
+        >>> Config(batch_size=64, num_workers=4).key() == Config(batch_size=64, num_workers=4,
+        ...     prefetch_factor=None).key()
+        True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch_size: int = 32
+    num_workers: int = 0
+    pin_memory: bool = False
+    prefetch_factor: int | None = None
+    persistent_workers: bool = False
+    device_prefetch: bool = False
+    amp: AmpMode = "off"
+    channels_last: bool = False
+    cudnn_benchmark: bool = False
+    tf32: bool = False
+    #: Micro-batches per optimizer step; set from ``--effective-batch``, never searched.
+    grad_accum_steps: int = 1
+
+    @field_validator("batch_size")
+    @classmethod
+    def _batch_multiple_of_8(cls, value: int) -> int:
+        if value < 8 or value % 8:
+            raise ValueError(
+                f"batch_size {value} is not a positive multiple of 8; "
+                f"use {max(8, value // 8 * 8)} or {max(8, value // 8 * 8 + 8)}"
+            )
+        return value
+
+    @field_validator("num_workers")
+    @classmethod
+    def _workers_non_negative(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"num_workers {value} is negative; use 0 to load in the main process")
+        return value
+
+    @field_validator("prefetch_factor")
+    @classmethod
+    def _prefetch_in_range(cls, value: int | None) -> int | None:
+        if value is not None and not 1 <= value <= 16:
+            raise ValueError(f"prefetch_factor {value} is outside 1..16; use null for the default")
+        return value
+
+    @field_validator("grad_accum_steps")
+    @classmethod
+    def _accum_positive(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(f"grad_accum_steps {value} must be at least 1")
+        return value
+
+    def normalized(self) -> Config:
+        """The same configuration with settings that cannot take effect reset.
+
+        ``prefetch_factor`` and ``persistent_workers`` mean nothing without workers, so two
+        configurations that differ only there are one configuration.
+        """
+        if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers):
+            return self.model_copy(update={"prefetch_factor": None, "persistent_workers": False})
+        return self
+
+    def key(self) -> str:
+        """A canonical string that is equal for configurations that behave the same."""
+        return json.dumps(self.normalized().model_dump(), sort_keys=True, separators=(",", ":"))
+
+    def public_dict(self) -> dict[str, Any]:
+        """The knob values as written to the recommendation JSON."""
+        return self.normalized().model_dump()

@@ -1,0 +1,50 @@
+"""What a probe learns about the device and the workload, which decides what can be searched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class DeviceInfo(BaseModel):
+    """The device trials run on, as seen from a trial process."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str  # "cpu" or "cuda"
+    name: str
+    memory_bytes: int
+    index: int | None = None
+    bf16_supported: bool = False
+    #: (major, minor) CUDA compute capability; None on CPU.
+    compute_capability: tuple[int, int] | None = None
+    cpu_count: int = 1
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.type == "cuda"
+
+    @property
+    def torch_device(self) -> str:
+        return f"cuda:{self.index}" if self.is_cuda and self.index is not None else self.type
+
+    def public_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "name": self.name, "memory_bytes": self.memory_bytes}
+
+
+class WorkloadInfo(BaseModel):
+    """Facts about a user's workload, read once in a probe process."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str = ""
+    #: Number of samples for a map-style dataset; None for an iterable one.
+    dataset_length: int | None
+    #: Dimensions of one input batch's (first) tensor: 4 for images, so channels_last applies.
+    input_batch_ndim: int
+    #: The batch size the user trains with today (the baseline's).
+    batch_size: int
+    #: Host memory of a process that has built the model and read one batch (bytes).
+    idle_host_memory_bytes: int = 0

@@ -1,0 +1,97 @@
+"""The knobs: their possible values and when each can change anything on a device."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.space._facts import DeviceInfo, WorkloadInfo
+
+#: Batch sizes tried: multiples of 8 on a roughly geometric grid.
+BATCH_SIZES = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
+#: Worker counts tried; storage-latency-bound pipelines need many more than the cores.
+WORKER_COUNTS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+PREFETCH_FACTORS = (1, 2, 4, 8, 16)
+
+
+def default_max_workers(cpu_count: int) -> int:
+    """Default upper bound of ``num_workers``: well above the cores, for I/O-latency-bound data."""
+    return min(64, max(16, 4 * cpu_count))
+
+
+Applicability = Callable[[DeviceInfo, WorkloadInfo], str | None]
+
+
+def _always(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
+    return None
+
+
+def _cuda_only(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
+    return None if device.is_cuda else "only has an effect on a CUDA device"
+
+
+def _four_d_inputs(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
+    if workload.input_batch_ndim != 4:
+        return f"only applies to 4-D (image) inputs; this workload's are {workload.input_batch_ndim}-D"
+    return None
+
+
+def _tf32_capable(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
+    if not device.is_cuda:
+        return "only has an effect on a CUDA device"
+    if device.compute_capability is None or device.compute_capability < (8, 0):
+        return "needs a CUDA device of compute capability 8.0 (Ampere) or newer"
+    return None
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A setting autotune can search: its name (the JSON key), values and applicability."""
+
+    name: str
+    values: tuple[Any, ...]
+    default: Any
+    applies: Applicability
+    #: Only meaningful when the DataLoader has workers.
+    needs_workers: bool = False
+    help: str = ""
+
+    def reason_not_applicable(self, device: DeviceInfo, workload: WorkloadInfo) -> str | None:
+        return self.applies(device, workload)
+
+
+KNOBS: dict[str, Knob] = {
+    knob.name: knob
+    for knob in (
+        Knob("batch_size", BATCH_SIZES, 32, _always, help="samples per step, a multiple of 8"),
+        Knob("num_workers", WORKER_COUNTS, 0, _always, help="DataLoader worker processes"),
+        Knob("pin_memory", (False, True), False, _cuda_only, help="page-locked host batches"),
+        Knob(
+            "prefetch_factor", PREFETCH_FACTORS, None, _always, needs_workers=True,
+            help="batches loaded ahead by each worker",
+        ),
+        Knob(
+            "persistent_workers", (False, True), False, _always, needs_workers=True,
+            help="keep workers alive between epochs",
+        ),
+        Knob(
+            "device_prefetch", (False, True), False, _cuda_only,
+            help="copy the next batch on a side CUDA stream during this step",
+        ),
+        Knob("amp", ("off", "fp16", "bf16"), "off", _always, help="automatic mixed precision"),
+        Knob("channels_last", (False, True), False, _four_d_inputs, help="NHWC memory format"),
+        Knob("cudnn_benchmark", (False, True), False, _cuda_only, help="cuDNN autotuner"),
+        Knob("tf32", (False, True), False, _tf32_capable, help="TF32 matmul and convolutions"),
+    )
+}
+
+
+def amp_modes(device: DeviceInfo) -> tuple[str, ...]:
+    """AMP modes that can run on the device: fp16 needs CUDA, bf16 needs support for it."""
+    modes = ["off"]
+    if device.is_cuda:
+        modes.append("fp16")
+    if device.bf16_supported:
+        modes.append("bf16")
+    return tuple(modes)

@@ -1,0 +1,328 @@
+"""The search space of one job: which knobs are searched, fixed or not applicable, and how."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import optuna
+from pydantic import ValidationError
+
+from autotune.errors import ConfigError
+from autotune.space._config import Config
+from autotune.space._facts import DeviceInfo, WorkloadInfo
+from autotune.space._knobs import KNOBS, amp_modes, default_max_workers
+
+_TRUE_WORDS = {"true", "yes", "on", "1"}
+_FALSE_WORDS = {"false", "no", "off", "0"}
+_NULL_WORDS = {"null", "none", "default"}
+_NUMERIC_KNOBS = ("batch_size", "num_workers", "prefetch_factor")
+
+
+def parse_assignments(items: Iterable[str], option: str) -> dict[str, str]:
+    """Split ``["amp=bf16", "num_workers=0..8"]`` into ``{"amp": "bf16", ...}``."""
+    result: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise ConfigError(f"{option} {item!r} is not KNOB=VALUE; write e.g. {option} amp=bf16")
+        result[name.strip()] = value.strip()
+    return result
+
+
+def _check_knob_name(name: str, option: str) -> None:
+    if name not in KNOBS:
+        known = ", ".join(KNOBS)
+        raise ConfigError(f"{option}: unknown knob {name!r}; known knobs are: {known}")
+
+
+def coerce_knob_value(name: str, raw: Any, option: str = "--fix") -> Any:
+    """Turn a CLI string or JSON value into a valid value of knob ``name``."""
+    _check_knob_name(name, option)
+    knob = KNOBS[name]
+    value = raw.strip().lower() if isinstance(raw, str) else raw
+    if isinstance(knob.default, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value in _TRUE_WORDS | _FALSE_WORDS:
+            return value in _TRUE_WORDS
+        raise ConfigError(f"{option} {name}={raw!r}: {name} takes true or false")
+    if name == "amp":
+        if value in knob.values:
+            return value
+        raise ConfigError(f"{option} amp={raw!r}: amp takes one of off, fp16, bf16")
+    if name == "prefetch_factor" and (value is None or value in _NULL_WORDS):
+        return None
+    try:
+        number = int(value)
+        if isinstance(value, bool) or number != float(value):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ConfigError(f"{option} {name}={raw!r}: {name} takes a whole number") from None
+    try:
+        Config.model_validate({name: number})
+    except ValidationError as exc:
+        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{option} {name}={raw!r}: {message}") from None
+    return number
+
+
+@dataclass(frozen=True)
+class _Interval:
+    lo: int
+    hi: int | None
+
+
+def _parse_range(name: str, raw: Any) -> tuple[Any, ...] | _Interval:
+    """A range is ``"lo..hi"`` / ``{"min": lo, "max": hi}`` (numbers) or a list of values."""
+    option = "--range"
+    _check_knob_name(name, option)
+    if isinstance(raw, Mapping):
+        unknown = set(raw) - {"min", "max"}
+        if unknown:
+            raise ConfigError(f"range of {name}: unknown keys {sorted(unknown)}; use min and max")
+        raw = f"{raw.get('min', '')}..{raw.get('max', '')}"
+    if isinstance(raw, str) and ".." in raw:
+        if name not in _NUMERIC_KNOBS:
+            raise ConfigError(f"{option} {name}={raw}: a lo..hi range needs a numeric knob; "
+                              f"list the values instead, e.g. {name}=a,b")
+        lo_text, _, hi_text = raw.partition("..")
+        lo = coerce_knob_value(name, lo_text, option) if lo_text else 0
+        hi = coerce_knob_value(name, hi_text, option) if hi_text else None
+        if hi is not None and hi < lo:
+            raise ConfigError(f"{option} {name}={raw}: the upper end is below the lower end")
+        return _Interval(lo, hi)
+    items = raw.split(",") if isinstance(raw, str) else list(raw) if isinstance(raw, list) \
+        else [raw]
+    return tuple(dict.fromkeys(coerce_knob_value(name, item, option) for item in items))
+
+
+class SearchSpace:
+    """Knob values a job may try on one device for one workload.
+
+    Knobs that cannot change anything on the device are not searched and are reported in
+    :attr:`not_applicable`; fixed knobs (``--fix``) take one value; ranges narrow the rest.
+    """
+
+    def __init__(
+        self,
+        device: DeviceInfo,
+        workload: WorkloadInfo,
+        fixed: Mapping[str, Any] | None = None,
+        ranges: Mapping[str, Any] | None = None,
+        effective_batch: int | None = None,
+        baseline: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.device = device
+        self.workload = workload
+        self.effective_batch = effective_batch
+        self.not_applicable: dict[str, str] = {}
+        self.choices: dict[str, tuple[Any, ...]] = {}
+        fixed_values = {name: coerce_knob_value(name, v) for name, v in (fixed or {}).items()}
+        parsed_ranges = {name: _parse_range(name, v) for name, v in (ranges or {}).items()}
+        for name, knob in KNOBS.items():
+            reason = knob.reason_not_applicable(device, workload)
+            if reason is not None:
+                self.not_applicable[name] = reason
+                if name in fixed_values and fixed_values[name] != knob.default:
+                    raise ConfigError(
+                        f"--fix {name}={fixed_values[name]}: {name} {reason}; remove it"
+                    )
+                self.choices[name] = (knob.default,)
+                continue
+            values = self._default_values(name)
+            if name in parsed_ranges:
+                values = self._narrow(name, values, parsed_ranges[name])
+            if name in fixed_values:
+                values = (fixed_values[name],)
+            self.choices[name] = values
+        self._check_amp_fix(fixed_values)
+        self._baseline_overrides = {
+            name: coerce_knob_value(name, v, "--baseline") for name, v in (baseline or {}).items()
+        }
+
+    # -- building the value lists -------------------------------------------------------------
+
+    def _batch_upper_bound(self) -> int:
+        length = self.workload.dataset_length
+        return length // 8 * 8 if length is not None else 1 << 30
+
+    def _default_values(self, name: str) -> tuple[Any, ...]:
+        knob = KNOBS[name]
+        if name == "batch_size":
+            values = tuple(b for b in knob.values if b <= self._batch_upper_bound())
+            if self.effective_batch is not None:
+                values = self._divisors_of_effective_batch(values)
+            return values
+        if name == "num_workers":
+            bound = default_max_workers(self.device.cpu_count)
+            return tuple(w for w in knob.values if w <= bound)
+        if name == "amp":
+            return amp_modes(self.device)
+        return knob.values
+
+    def _divisors_of_effective_batch(self, candidates: Iterable[int]) -> tuple[int, ...]:
+        effective = self.effective_batch
+        assert effective is not None
+        if effective < 8 or effective % 8:
+            raise ConfigError(
+                f"--effective-batch {effective} is not a positive multiple of 8; use e.g. "
+                f"{max(8, effective // 8 * 8)}"
+            )
+        extra = {b for b in range(8, effective + 1, 8) if effective % b == 0}
+        values = sorted(set(candidates) | extra)
+        return tuple(b for b in values if effective % b == 0 and b <= self._batch_upper_bound())
+
+    def _narrow(
+        self, name: str, values: tuple[Any, ...], wanted: tuple[Any, ...] | _Interval
+    ) -> tuple[Any, ...]:
+        if isinstance(wanted, _Interval):
+            lo, hi = wanted.lo, wanted.hi if wanted.hi is not None else 1 << 30
+            bounds = {v for v in (wanted.lo, wanted.hi) if v is not None and v >= 1}
+            if name == "batch_size":
+                bounds = {b for b in bounds if self._batch_allowed(b)}
+            narrowed = tuple(sorted({v for v in set(values) | bounds if lo <= v <= hi}))
+        else:
+            narrowed = tuple(
+                v for v in wanted
+                if v in values or (name == "batch_size" and self._batch_allowed(v))
+                or name in ("num_workers", "prefetch_factor")
+            )
+        if not narrowed:
+            raise ConfigError(
+                f"--range {name}: no allowed value left on this device and workload "
+                f"(allowed: {', '.join(map(str, values))}); widen the range"
+            )
+        return narrowed
+
+    def _batch_allowed(self, batch: int) -> bool:
+        if batch > self._batch_upper_bound():
+            return False
+        return self.effective_batch is None or self.effective_batch % batch == 0
+
+    def _check_amp_fix(self, fixed_values: Mapping[str, Any]) -> None:
+        amp = fixed_values.get("amp")
+        if amp is not None and amp not in amp_modes(self.device):
+            raise ConfigError(
+                f"--fix amp={amp}: {amp} cannot run on {self.device.name}; "
+                f"use one of {', '.join(amp_modes(self.device))}"
+            )
+
+    # -- what is searched ---------------------------------------------------------------------
+
+    @property
+    def searched(self) -> dict[str, tuple[Any, ...]]:
+        """Knobs with more than one value to try."""
+        return {name: values for name, values in self.choices.items() if len(values) > 1}
+
+    @property
+    def fixed(self) -> dict[str, Any]:
+        """Applicable knobs that take a single value."""
+        return {
+            name: values[0]
+            for name, values in self.choices.items()
+            if len(values) == 1 and name not in self.not_applicable
+        }
+
+    def config_from(self, values: Mapping[str, Any]) -> Config:
+        """A normalized :class:`Config` from knob values, filling single-valued knobs."""
+        merged = {name: choices[0] for name, choices in self.choices.items()}
+        merged.update(values)
+        if merged["num_workers"] == 0:
+            merged["prefetch_factor"] = None
+            merged["persistent_workers"] = False
+        if self.effective_batch is not None:
+            merged["grad_accum_steps"] = self.effective_batch // merged["batch_size"]
+        return Config.model_validate(merged).normalized()
+
+    def suggest(self, trial: optuna.trial.BaseTrial) -> Config:
+        """Ask an Optuna trial for one configuration of this space."""
+        values: dict[str, Any] = {}
+        for name, choices in self.searched.items():
+            if KNOBS[name].needs_workers:
+                continue
+            values[name] = trial.suggest_categorical(name, list(choices))
+        if values.get("num_workers", self.choices["num_workers"][0]) > 0:
+            for name, choices in self.searched.items():
+                if KNOBS[name].needs_workers:
+                    values[name] = trial.suggest_categorical(name, list(choices))
+        return self.config_from(values)
+
+    def params_of(self, config: Config) -> dict[str, Any]:
+        """The Optuna parameters that would produce ``config`` (for enqueueing it)."""
+        data = config.model_dump()
+        params = {name: data[name] for name in self.searched if not KNOBS[name].needs_workers}
+        if config.num_workers > 0:
+            params.update({n: data[n] for n in self.searched if KNOBS[n].needs_workers})
+        return params
+
+    def contains(self, config: Config) -> bool:
+        data = config.normalized().model_dump()
+        for name, choices in self.choices.items():
+            if KNOBS[name].needs_workers and config.num_workers == 0:
+                continue
+            if data[name] not in choices:
+                return False
+        return True
+
+    def size(self) -> int:
+        """How many distinct configurations the space holds."""
+        workerless = {n: v for n, v in self.choices.items() if not KNOBS[n].needs_workers}
+        per_worker = 1
+        for name, values in self.choices.items():
+            if KNOBS[name].needs_workers:
+                per_worker *= len(values)
+        total = 0
+        for combo in itertools.product(*workerless.values()):
+            workers = dict(zip(workerless, combo, strict=True))["num_workers"]
+            total += per_worker if workers > 0 else 1
+        return total
+
+    # -- the first configurations -------------------------------------------------------------
+
+    def _nearest(self, name: str, wanted: Any) -> Any:
+        choices = self.choices[name]
+        if wanted in choices:
+            return wanted
+        if isinstance(wanted, int) and not isinstance(wanted, bool):
+            numbers = [c for c in choices if isinstance(c, int)]
+            if numbers:
+                return min(numbers, key=lambda c: (abs(c - wanted), c))
+        return choices[0]
+
+    def baseline(self) -> Config:
+        """The user's current configuration, or PyTorch's defaults with the workload's batch."""
+        wanted: dict[str, Any] = {name: KNOBS[name].default for name in KNOBS}
+        wanted["batch_size"] = self.workload.batch_size
+        wanted.update(self._baseline_overrides)
+        wanted.update(self.fixed)
+        return self.config_from({name: self._nearest(name, v) for name, v in wanted.items()})
+
+    def checklist(self) -> Config:
+        """The seeds' checklist applied as written: what a careful user would set by hand."""
+        cuda = self.device.is_cuda
+        wanted: dict[str, Any] = {
+            "batch_size": self.workload.batch_size * 2,
+            "num_workers": self.device.cpu_count,
+            "pin_memory": True,
+            "prefetch_factor": 2,
+            "persistent_workers": True,
+            "device_prefetch": True,
+            "amp": ("bf16" if self.device.bf16_supported else "fp16") if cuda else "off",
+            "channels_last": True,
+            "cudnn_benchmark": True,
+            "tf32": True,
+        }
+        wanted.update(self.fixed)
+        return self.config_from({name: self._nearest(name, v) for name, v in wanted.items()})
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready summary: searched values, fixed values, and why others were skipped."""
+        return {
+            "searched": {n: list(v) for n, v in self.searched.items()},
+            "fixed": self.fixed,
+            "not_applicable": dict(self.not_applicable),
+            "size": self.size(),
+        }

@@ -1,0 +1,109 @@
+"""Opening the database: SQLite by default (WAL, busy timeout), PostgreSQL for shared workers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from autotune.errors import StoreError
+from autotune.store._models import Base
+
+DEFAULT_DB_FILE = "autotune.db"
+ENV_VAR = "AUTOTUNE_DB"
+BUSY_TIMEOUT_MS = 30_000
+
+
+def resolve_url(db: str | None) -> str:
+    """The database URL from ``--db``, else ``$AUTOTUNE_DB``, else ``./autotune.db``.
+
+    A plain path is taken as a SQLite file.
+    """
+    value = db or os.environ.get(ENV_VAR) or DEFAULT_DB_FILE
+    if "://" in value:
+        return value
+    return f"sqlite:///{Path(value).expanduser().resolve()}"
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    # pysqlite's own transaction handling defers BEGIN and cannot take the write lock up front;
+    # take over so that claims can use BEGIN IMMEDIATE.
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        immediate = connection.get_execution_options().get("sqlite_immediate", False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+class Database:
+    """An engine and its sessions; the caller of :meth:`session` owns the transaction."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        try:
+            self.engine = create_engine(url, pool_pre_ping=True, **self._engine_options(url))
+        except (ArgumentError, ImportError) as exc:
+            raise StoreError(
+                f"cannot open database {url!r}: {exc}; pass --db as a file path, "
+                "sqlite:///FILE or postgresql://USER@HOST/DB"
+            ) from None
+        if self.is_sqlite:
+            _configure_sqlite(self.engine)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._immediate_sessions = sessionmaker(
+            self.engine.execution_options(sqlite_immediate=True), expire_on_commit=False
+        )
+
+    @staticmethod
+    def _engine_options(url: str) -> dict[str, Any]:
+        if url.startswith("sqlite"):
+            return {"connect_args": {"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}}
+        return {"pool_size": 5, "max_overflow": 5}
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.engine.dialect.name == "sqlite"
+
+    def create_schema(self) -> None:
+        try:
+            Base.metadata.create_all(self.engine)
+        except OperationalError as exc:
+            raise StoreError(
+                f"cannot open database {self.url!r}: {exc.orig}; check the path or server "
+                "and that it is writable"
+            ) from None
+
+    @contextmanager
+    def session(self, immediate: bool = False) -> Iterator[Session]:
+        """A session in one transaction, committed on success and rolled back on error.
+
+        ``immediate`` takes the write lock at the start on SQLite (for atomic claims);
+        PostgreSQL callers lock rows with ``FOR UPDATE SKIP LOCKED`` instead.
+        """
+        factory = self._immediate_sessions if immediate else self._sessions
+        with factory() as session, session.begin():
+            yield session
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def open_database(db: str | None = None) -> Database:
+    """Open (creating if needed) the database named by ``--db``/``$AUTOTUNE_DB``/default."""
+    database = Database(resolve_url(db))
+    database.create_schema()
+    return database

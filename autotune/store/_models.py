@@ -1,0 +1,108 @@
+"""SQLAlchemy models: one row per tuning job and one per measured trial."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer
+from sqlalchemy import String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+#: Job states. ``interrupted`` is a CLI run stopped by Ctrl-C or a kill, resumable.
+JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
+#: Trial outcomes. Only ``ok`` trials within the memory budget can be recommended.
+OUTCOMES = ("ok", "oom", "nonfinite", "timeout", "error", "crashed")
+#: Why a trial was run: the search, its two seeded first configurations, or confirmation.
+PHASES = ("baseline", "checklist", "search", "confirm")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Job(Base):
+    """A tuning job: one workload on one device, searched then confirmed."""
+
+    __tablename__ = "autotune_jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    workload: Mapped[str] = mapped_column(String(1024))
+    workload_name: Mapped[str | None] = mapped_column(String(256))
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    #: The job's options (TuneOptions as JSON): trials, budgets, fixed knobs, ranges.
+    options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    study_name: Mapped[str | None] = mapped_column(String(256))
+    device: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    fingerprint: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    space: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    recommendation: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
+    worker_id: Mapped[str | None] = mapped_column(String(256))
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    trials: Mapped[list[Trial]] = relationship(
+        back_populates="job", order_by="Trial.number", cascade="all, delete-orphan"
+    )
+
+
+class Trial(Base):
+    """One configuration measured once, in its own process."""
+
+    __tablename__ = "autotune_trials"
+    __table_args__ = (Index("ix_autotune_trials_job_key", "job_id", "config_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("autotune_jobs.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    optuna_number: Mapped[int | None] = mapped_column(Integer)
+    phase: Mapped[str] = mapped_column(String(16), default="search")
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    config_key: Mapped[str] = mapped_column(String(1024))
+    outcome: Mapped[str] = mapped_column(String(16))
+    #: Stopped early by the pruner because it was clearly slower than the best so far.
+    pruned: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: False when its peak memory exceeded the job's memory budget.
+    within_budget: Mapped[bool | None] = mapped_column(Boolean)
+    samples_per_s: Mapped[float | None] = mapped_column(Float)
+    step_time_median_ms: Mapped[float | None] = mapped_column(Float)
+    step_time_p90_ms: Mapped[float | None] = mapped_column(Float)
+    data_wait_fraction: Mapped[float | None] = mapped_column(Float)
+    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    peak_memory_allocated_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    peak_memory_reserved_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    peak_host_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    device_utilization: Mapped[float | None] = mapped_column(Float)
+    losses_finite: Mapped[bool | None] = mapped_column(Boolean)
+    steps: Mapped[int | None] = mapped_column(Integer)
+    warmup_steps: Mapped[int | None] = mapped_column(Integer)
+    window_s: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    signal: Mapped[str | None] = mapped_column(String(32))
+    fingerprint: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    duration_s: Mapped[float | None] = mapped_column(Float)
+
+    job: Mapped[Job] = relationship(back_populates="trials")
+
+    @property
+    def usable(self) -> bool:
+        """Whether this trial may be recommended: finished ok, finite, within the budget."""
+        return (
+            self.outcome == "ok"
+            and not self.pruned
+            and self.losses_finite is not False
+            and self.within_budget is not False
+            and self.samples_per_s is not None
+        )

@@ -1,0 +1,6 @@
+"""Loading the user's workload: the contract, references on the command line, built-ins."""
+
+from autotune.workload._contract import Workload
+from autotune.workload._loader import WorkloadRef, builtin_names, load_workload, parse_ref
+
+__all__ = ["Workload", "WorkloadRef", "builtin_names", "load_workload", "parse_ref"]

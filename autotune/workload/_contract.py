@@ -1,0 +1,56 @@
+"""The workload contract: what a user's file returns for autotune to measure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+ModelFactory = Callable[[], nn.Module]
+DatasetFactory = Callable[[], "Dataset[Any]"]
+LossFn = Callable[[Any, Any], torch.Tensor]
+OptimizerFactory = Callable[[Any], torch.optim.Optimizer]
+
+
+@dataclass
+class Workload:
+    """A model, a dataset and how to train it: the unit autotune measures.
+
+    The dataset yields ``(input, target)`` pairs; each may be a tensor or a nested
+    tuple/list/dict of tensors. ``model`` and ``dataset`` are factories, called afresh in every
+    trial process.
+
+    Example:
+        >>> import torch
+        >>> from autotune import Workload
+        >>> w = Workload(
+        ...     model=lambda: torch.nn.Linear(4, 2),
+        ...     dataset=lambda: torch.utils.data.TensorDataset(
+        ...         torch.randn(64, 4), torch.randint(0, 2, (64,))),
+        ...     loss=torch.nn.CrossEntropyLoss(),
+        ...     optimizer=lambda params: torch.optim.SGD(params, lr=0.1),
+        ... )
+        >>> w.batch_size
+        32
+    """
+
+    model: ModelFactory
+    dataset: DatasetFactory
+    loss: LossFn
+    optimizer: OptimizerFactory
+    name: str | None = None
+    #: The batch size the user trains with today: the baseline's (a multiple of 8).
+    batch_size: int = 32
+    #: Optional ``collate_fn`` for the DataLoader.
+    collate_fn: Callable[[list[Any]], Any] | None = None
+    #: Optional callable applied to each input batch on the device before the model
+    #: (e.g. uint8 -> float normalisation done on the GPU).
+    device_transform: Callable[[Any], Any] | None = None
+    #: Free-form description shown by ``autotune workloads``.
+    description: str = ""
+    #: Extra keyword arguments for the DataLoader (e.g. ``shuffle``, ``drop_last``).
+    dataloader_kwargs: dict[str, Any] = field(default_factory=dict)
