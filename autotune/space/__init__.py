@@ -3,7 +3,12 @@
 from autotune.space._config import AmpMode, Config
 from autotune.space._facts import DeviceInfo, WorkloadInfo
 from autotune.space._knobs import KNOBS, Knob, amp_modes, default_max_workers
-from autotune.space._space import SearchSpace, coerce_knob_value, parse_assignments
+from autotune.space._space import (
+    SearchSpace,
+    check_knob_settings,
+    coerce_knob_value,
+    parse_assignments,
+)
 
 __all__ = [
     "KNOBS",
@@ -14,6 +19,7 @@ __all__ = [
     "SearchSpace",
     "WorkloadInfo",
     "amp_modes",
+    "check_knob_settings",
     "coerce_knob_value",
     "default_max_workers",
     "parse_assignments",

@@ -326,3 +326,19 @@ class SearchSpace:
             "not_applicable": dict(self.not_applicable),
             "size": self.size(),
         }
+
+
+def check_knob_settings(
+    fixed: Mapping[str, Any], ranges: Mapping[str, Any], baseline: Mapping[str, Any]
+) -> None:
+    """Refuse unknown knobs and malformed values before any device is known.
+
+    Raises :class:`ConfigError` naming the option; applicability to the device is checked
+    later, by :class:`SearchSpace`.
+    """
+    for name, value in fixed.items():
+        coerce_knob_value(name, value, "--fix")
+    for name, value in ranges.items():
+        _parse_range(name, value)
+    for name, value in baseline.items():
+        coerce_knob_value(name, value, "--baseline")

@@ -13,8 +13,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
 #: Trial outcomes. Only ``ok`` trials within the memory budget can be recommended.
 OUTCOMES = ("ok", "oom", "nonfinite", "timeout", "error", "crashed")
-#: Why a trial was run: the search, its two seeded first configurations, or confirmation.
-PHASES = ("baseline", "checklist", "search", "confirm")
+#: Why a trial was run: the search, its two seeded first trials, confirmation, or `bench`.
+PHASES = ("baseline", "checklist", "search", "confirm", "bench")
 
 
 def utcnow() -> datetime:
@@ -71,6 +71,8 @@ class Trial(Base):
     outcome: Mapped[str] = mapped_column(String(16))
     #: Stopped early by the pruner because it was clearly slower than the best so far.
     pruned: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: The process running the job stopped during this trial; it is retried once on resume.
+    interrupted: Mapped[bool] = mapped_column(Boolean, default=False)
     #: False when its peak memory exceeded the job's memory budget.
     within_budget: Mapped[bool | None] = mapped_column(Boolean)
     samples_per_s: Mapped[float | None] = mapped_column(Float)

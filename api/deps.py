@@ -1,0 +1,61 @@
+"""FastAPI dependencies: settings, database session, workload catalog and the bearer token."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from api.settings import Settings
+from autotune.service import WorkloadCatalog
+from autotune.store import Database
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_database(request: Request) -> Database:
+    database: Database = request.app.state.database
+    return database
+
+
+def get_session(database: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
+    """One transaction per request, committed when the endpoint returns without error."""
+    with database.session() as session:
+        yield session
+
+
+def get_catalog(settings: Annotated[Settings, Depends(get_settings)]) -> WorkloadCatalog:
+    return WorkloadCatalog(settings.workloads_dir)
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+DatabaseDep = Annotated[Database, Depends(get_database)]
+SessionDep = Annotated[Session, Depends(get_session)]
+CatalogDep = Annotated[WorkloadCatalog, Depends(get_catalog)]
+
+_bearer = HTTPBearer(auto_error=False, description="The server's AUTOTUNE_API_TOKEN.")
+
+
+def require_token(
+    settings: SettingsDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """Refuse the request unless it carries the server's token (when the server has one)."""
+    if settings.api_token is None:
+        return
+    expected = settings.api_token.get_secret_value().encode()
+    given = credentials.credentials.encode() if credentials is not None else b""
+    if not hmac.compare_digest(given, expected):
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "missing or wrong bearer token; send the header Authorization: Bearer "
+            "<AUTOTUNE_API_TOKEN of the server>",
+            headers={"WWW-Authenticate": "Bearer"},
+        )

@@ -1,0 +1,100 @@
+"""The FastAPI application: ``create_app(settings)`` wires routes, errors, limits, the worker."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, Depends, FastAPI, Request, status
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import SQLAlchemyError
+
+from api.deps import require_token
+from api.limits import BodySizeLimit
+from api.routes import jobs, ops, system, workloads
+from api.schemas import ErrorPublic
+from api.settings import Settings, load_settings
+from autotune import __version__
+from autotune.errors import AutotuneError, StoreError
+from autotune.service import ClaimPolicy, JobNotFoundError, JobStateError, Worker
+from autotune.store import open_database
+
+log = logging.getLogger("autotune.api")
+
+#: Which status each error a user can cause is answered with.
+_STATUS_OF = (
+    (JobNotFoundError, status.HTTP_404_NOT_FOUND),
+    (JobStateError, status.HTTP_409_CONFLICT),
+    (StoreError, status.HTTP_503_SERVICE_UNAVAILABLE),
+    (AutotuneError, status.HTTP_422_UNPROCESSABLE_CONTENT),
+)
+
+
+def _error(status_code: int, detail: str) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status_code)
+
+
+async def _autotune_error(request: Request, exc: Exception) -> JSONResponse:
+    code = next(code for kind, code in _STATUS_OF if isinstance(exc, kind))
+    return _error(code, str(exc))
+
+
+async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
+    return _error(status.HTTP_503_SERVICE_UNAVAILABLE, "the database did not answer; check "
+                  "that it is running and reachable from the server, then retry")
+
+
+def _start_worker(app: FastAPI, settings: Settings) -> None:
+    worker = Worker(
+        app.state.database,
+        ClaimPolicy(settings.heartbeat_timeout_s, settings.max_attempts),
+        heartbeat_interval_s=settings.heartbeat_interval_s,
+        device=settings.device,
+    )
+    thread = threading.Thread(target=worker.run, name="embedded-worker", daemon=True)
+    thread.start()
+    app.state.worker, app.state.worker_thread = worker, thread
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    app.state.database = open_database(settings.db)
+    if settings.embedded_worker:
+        _start_worker(app, settings)
+    try:
+        yield
+    finally:
+        if settings.embedded_worker:
+            # Stops the running trial and puts its job back in the queue to resume later.
+            app.state.worker.stop()
+            app.state.worker_thread.join(timeout=60)
+        app.state.database.dispose()
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The API over the database named in ``settings`` (by default read from the environment)."""
+    settings = settings or load_settings()
+    app = FastAPI(
+        title="autotune",
+        version=__version__,
+        summary="Submit PyTorch training-speed tuning jobs and read their recommendations.",
+        lifespan=_lifespan,
+    )
+    app.state.settings = settings
+    v1 = APIRouter(
+        prefix="/v1",
+        dependencies=[Depends(require_token)],
+        responses={401: {"model": ErrorPublic, "description": "Missing or wrong bearer token."}},
+    )
+    for module in (jobs, workloads, system):
+        v1.include_router(module.router)
+    app.include_router(v1)
+    app.include_router(ops.router)
+    app.add_exception_handler(AutotuneError, _autotune_error)
+    app.add_exception_handler(SQLAlchemyError, _database_error)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    return app

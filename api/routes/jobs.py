@@ -1,0 +1,123 @@
+"""/v1/jobs: submit, list, inspect and cancel tuning jobs; read their trials and result."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response, status
+from fastapi.exceptions import RequestValidationError
+
+from api.deps import CatalogDep, DatabaseDep, SessionDep
+from api.schemas import (
+    ErrorPublic,
+    JobCreate,
+    JobPublic,
+    JobsPublic,
+    JobStatus,
+    TrialPublic,
+    TrialsPublic,
+)
+from autotune import service
+from autotune.errors import WorkloadError
+from autotune.service import WorkloadCatalog
+from autotune.store import Job
+from autotune.tuner import TuneOptions, create_job
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+#: Ids are 32-bit on PostgreSQL; larger numbers cannot name a job.
+JobId = Annotated[int, Path(ge=1, le=2**31 - 1, description="The job's id.")]
+Offset = Annotated[int, Query(ge=0, le=2**31 - 1, description="Items to skip.")]
+Limit = Annotated[int, Query(ge=1, le=100, description="Items per page.")]
+
+NOT_FOUND = {404: {"model": ErrorPublic, "description": "No job has this id."}}
+
+
+def job_public(job: Job, progress: service.Progress, catalog: WorkloadCatalog) -> JobPublic:
+    return JobPublic.model_validate({
+        **{name: getattr(job, name) for name in JobPublic.model_fields if hasattr(job, name)},
+        "workload": catalog.name_of(job.workload),
+        "options": {**job.options, "workload": catalog.name_of(job.workload)},
+        "progress": progress,
+        "recommendation_ready": job.recommendation is not None,
+    }, from_attributes=True)
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic)
+def submit_job(
+    body: JobCreate, response: Response, database: DatabaseDep, catalog: CatalogDep
+) -> JobPublic:
+    """Queue a tuning job; a worker picks it up. Poll the ``Location`` for its progress."""
+    try:
+        entry = catalog.resolve(body.workload)
+    except WorkloadError as exc:
+        raise RequestValidationError([{
+            "type": "value_error", "loc": ("body", "workload"), "msg": str(exc),
+            "input": body.workload,
+        }]) from None
+    options = TuneOptions.model_validate({**body.model_dump(), "workload": entry.ref})
+    job_id = create_job(database, options)
+    response.headers["Location"] = f"/v1/jobs/{job_id}"
+    with database.session() as session:
+        job = service.get_job(session, job_id)
+        return job_public(job, service.progress(session, [job])[job_id], catalog)
+
+
+@router.get("", response_model=JobsPublic)
+def list_jobs(
+    session: SessionDep,
+    catalog: CatalogDep,
+    status_: Annotated[JobStatus | None, Query(alias="status")] = None,
+    offset: Offset = 0,
+    limit: Limit = 50,
+) -> JobsPublic:
+    """Jobs, newest first; ``status`` keeps only jobs in that state."""
+    page = service.list_jobs(session, status_, offset, limit)
+    progress = service.progress(session, page.items)
+    return JobsPublic(
+        data=[job_public(job, progress[job.id], catalog) for job in page.items],
+        count=page.count,
+    )
+
+
+@router.get("/{job_id}", response_model=JobPublic, responses=NOT_FOUND)
+def read_job(job_id: JobId, session: SessionDep, catalog: CatalogDep) -> JobPublic:
+    """Status, progress (trials done of the budget, best so far), timestamps and error."""
+    job = service.get_job(session, job_id)
+    return job_public(job, service.progress(session, [job])[job_id], catalog)
+
+
+@router.get("/{job_id}/trials", response_model=TrialsPublic, responses=NOT_FOUND)
+def read_trials(
+    job_id: JobId, session: SessionDep, offset: Offset = 0, limit: Limit = 50
+) -> TrialsPublic:
+    """Every measured trial of the job, in the order they ran, with all stored fields."""
+    page = service.list_trials(session, job_id, offset, limit)
+    return TrialsPublic(
+        data=[TrialPublic.model_validate(trial) for trial in page.items], count=page.count
+    )
+
+
+@router.get(
+    "/{job_id}/recommendation",
+    response_model=dict[str, Any],
+    responses={**NOT_FOUND, 409: {"model": ErrorPublic,
+                                  "description": "The job has no recommendation (yet)."}},
+)
+def read_recommendation(job_id: JobId, session: SessionDep) -> dict[str, Any]:
+    """The recommendation JSON (as ``autotune run --out`` writes it) of a succeeded job."""
+    return service.recommendation(session, job_id)
+
+
+@router.post(
+    "/{job_id}/cancel",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobPublic,
+    responses={**NOT_FOUND, 409: {"model": ErrorPublic,
+                                  "description": "The job already succeeded or failed."}},
+)
+def cancel_job(job_id: JobId, session: SessionDep, catalog: CatalogDep) -> JobPublic:
+    """Cancel a job: a queued one at once; a running one stops its trial within seconds."""
+    job = service.request_cancel(session, job_id)
+    return job_public(job, service.progress(session, [job])[job_id], catalog)
+

@@ -1,0 +1,184 @@
+"""What goes over the wire: a family of schemas per resource, never the database models."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from autotune.errors import ConfigError
+from autotune.space import check_knob_settings, coerce_knob_value
+from autotune.tuner import TuneOptions
+
+JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
+
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d{1,2})?)$")
+
+
+def _as_utc(value: datetime | None) -> datetime | None:
+    # SQLite hands back naive datetimes; every time stored is UTC.
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+Timestamp = Annotated[datetime | None, AfterValidator(_as_utc)]
+
+
+class JobCreate(TuneOptions):
+    """A tuning job: the options of ``autotune run``; ``workload`` is a name from /v1/workloads.
+
+    Unknown fields are refused, so a misspelt option never silently changes a job.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"workload": "builtin:image-cnn", "n_trials": 30,
+                                         "fixed": {"amp": "bf16"},
+                                         "ranges": {"batch_size": "32..256"}}]},
+    )
+
+    @field_validator("device")
+    @classmethod
+    def _device_is_named(cls, value: str) -> str:
+        if not _DEVICE.match(value):
+            raise ValueError(f"device {value!r} is not a device; use auto, cpu or cuda:N")
+        return value
+
+    @field_validator("fixed", "baseline")
+    @classmethod
+    def _knob_values(cls, values: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        try:
+            for name, value in values.items():
+                coerce_knob_value(name, value, str(info.field_name))
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return values
+
+    @field_validator("ranges")
+    @classmethod
+    def _knob_ranges(cls, ranges: dict[str, Any]) -> dict[str, Any]:
+        try:
+            check_knob_settings({}, ranges, {})
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return ranges
+
+
+class BestTrialPublic(BaseModel):
+    number: int
+    phase: str
+    samples_per_s: float
+    config: dict[str, Any]
+
+
+class ProgressPublic(BaseModel):
+    #: Trials of the search measured so far (interrupted ones not counted).
+    trials_done: int
+    #: The job's ``n_trials``.
+    trials_budget: int
+    #: Re-measurements of the best candidates, after the search.
+    confirm_done: int
+    best: BestTrialPublic | None
+
+
+class JobPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    workload: str
+    workload_name: str | None
+    status: JobStatus
+    options: dict[str, Any]
+    progress: ProgressPublic
+    recommendation_ready: bool
+    cancel_requested: bool
+    error: str | None
+    worker_id: str | None
+    attempts: int
+    device: dict[str, Any] | None
+    created_at: Timestamp
+    started_at: Timestamp
+    finished_at: Timestamp
+    heartbeat_at: Timestamp
+
+
+class JobsPublic(BaseModel):
+    data: list[JobPublic]
+    count: int = Field(description="Jobs matching the filter, on every page.")
+
+
+class TrialPublic(BaseModel):
+    """Every stored field of one measured trial."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    number: int
+    phase: str
+    config: dict[str, Any]
+    outcome: str
+    pruned: bool
+    interrupted: bool
+    within_budget: bool | None
+    samples_per_s: float | None
+    step_time_median_ms: float | None
+    step_time_p90_ms: float | None
+    data_wait_fraction: float | None
+    peak_memory_bytes: int | None
+    peak_memory_allocated_bytes: int | None
+    peak_memory_reserved_bytes: int | None
+    peak_host_memory_bytes: int | None
+    device_utilization: float | None
+    losses_finite: bool | None
+    steps: int | None
+    warmup_steps: int | None
+    window_s: float | None
+    error: str | None
+    exit_code: int | None
+    signal: str | None
+    fingerprint: dict[str, Any] | None
+    started_at: Timestamp
+    finished_at: Timestamp
+    duration_s: float | None
+
+
+class TrialsPublic(BaseModel):
+    data: list[TrialPublic]
+    count: int
+
+
+class WorkloadPublic(BaseModel):
+    name: str = Field(description="What to pass as `workload` when submitting a job.")
+    source: Literal["builtin", "entry_point", "directory"]
+
+
+class WorkloadsPublic(BaseModel):
+    data: list[WorkloadPublic]
+    count: int
+
+
+class CpuPublic(BaseModel):
+    model: str
+    count: int
+
+
+class SystemPublic(BaseModel):
+    devices: list[dict[str, Any]] = Field(description="GPUs seen by NVML (empty without one).")
+    cpu: CpuPublic
+    versions: dict[str, str | None]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class ErrorPublic(BaseModel):
+    """FastAPI's error body: one sentence saying what is wrong and how to fix it."""
+
+    detail: str
+
+
+class ValidationErrorPublic(BaseModel):
+    detail: list[dict[str, Any]]

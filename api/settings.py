@@ -1,0 +1,108 @@
+"""The service's settings, read from ``AUTOTUNE_*`` environment variables (or passed in)."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from autotune.errors import ConfigError
+from autotune.store import resolve_url
+
+MIN_TOKEN_CHARS = 16
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class Settings(BaseSettings):
+    """Everything the API process needs; unsafe combinations are refused when it is built.
+
+    Example:
+        >>> Settings(db="sqlite:///jobs.db", embedded_worker=False).host
+        '127.0.0.1'
+    """
+
+    model_config = SettingsConfigDict(env_prefix="AUTOTUNE_", extra="ignore")
+
+    #: Database URL or SQLite file; the same ``AUTOTUNE_DB`` the CLI reads.
+    db: str = Field(default_factory=lambda: resolve_url(None))
+    #: With a token, every /v1 request needs ``Authorization: Bearer <token>``.
+    api_token: SecretStr | None = None
+    #: A directory of workload files (``NAME.py`` is submitted as ``NAME``).
+    workloads_dir: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    #: Serve on a non-loopback address without a token (anyone reaching it can run jobs).
+    insecure_allow_remote: bool = False
+    max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 2**20)
+    #: Run a worker inside the API process (``autotune serve``'s default).
+    embedded_worker: bool = True
+    #: A running job whose heartbeat is older than this is taken over by another worker.
+    heartbeat_timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    heartbeat_interval_s: float = Field(default=5.0, gt=0, le=600)
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    #: The device the embedded worker owns; jobs asking for ``auto`` run on it.
+    device: str = "auto"
+
+    @field_validator("db")
+    @classmethod
+    def _db_is_url(cls, value: str) -> str:
+        return resolve_url(value)
+
+    @field_validator("api_token")
+    @classmethod
+    def _token_is_long(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value():
+            return None
+        if len(value.get_secret_value()) < MIN_TOKEN_CHARS:
+            raise ValueError(
+                f"AUTOTUNE_API_TOKEN is shorter than {MIN_TOKEN_CHARS} characters; use a "
+                "random one, e.g. from `python -c 'import secrets; print(secrets.token_urlsafe())'`"
+            )
+        return value
+
+    @field_validator("workloads_dir")
+    @classmethod
+    def _dir_exists(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_dir():
+            raise ValueError(f"workloads directory {str(value)!r} does not exist; create it or "
+                             "point AUTOTUNE_WORKLOADS_DIR at one")
+        return value.resolve() if value is not None else None
+
+    @model_validator(mode="after")
+    def _safe(self) -> Settings:
+        if not is_loopback(self.host) and self.api_token is None and \
+                not self.insecure_allow_remote:
+            raise ValueError(
+                f"refusing to serve on {self.host} without AUTOTUNE_API_TOKEN, since anyone who "
+                "reaches it could run jobs; set AUTOTUNE_API_TOKEN or pass --insecure-allow-remote"
+            )
+        if self.heartbeat_interval_s * 2 > self.heartbeat_timeout_s:
+            raise ValueError(
+                f"the heartbeat interval ({self.heartbeat_interval_s:g} s) must be at most half "
+                f"the heartbeat timeout ({self.heartbeat_timeout_s:g} s); lower the interval"
+            )
+        return self
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment and ``overrides``; an invalid one is a :class:`ConfigError`."""
+    values = {name: value for name, value in overrides.items() if value is not None}
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        message = first["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{where}: {message}" if where else message) from None

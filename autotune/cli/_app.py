@@ -1,0 +1,192 @@
+"""The ``autotune`` command line: a thin face over :mod:`autotune.tuner`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from sqlalchemy import select
+
+from autotune.errors import ConfigError
+from autotune.space import check_knob_settings, parse_assignments
+from autotune.store import Database, Job, open_database
+from autotune.tuner import TuneOptions, bench, create_job, read_config, run_job
+from autotune.workload import builtin_names, parse_ref
+
+app = typer.Typer(
+    help="Measure and search the settings that decide PyTorch training speed.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console(stderr=False, highlight=False)
+
+DbOption = Annotated[str | None, typer.Option(
+    "--db", help="Database URL or SQLite file (default: $AUTOTUNE_DB or ./autotune.db).")]
+DeviceOption = Annotated[str, typer.Option(help="auto, cpu or cuda[:N].")]
+DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
+
+
+def _options(**values: Any) -> TuneOptions:
+    """Build TuneOptions, turning a validation error into one sentence naming the option."""
+    try:
+        return TuneOptions(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]).replace("_", "-") if first["loc"] else "options"
+        message = first["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"--{field}: {message}") from None
+
+
+def _find_resumable(db: Database, workload: str, job_id: int | None) -> int:
+    with db.session() as session:
+        if job_id is not None:
+            job = session.get(Job, job_id)
+            if job is None:
+                raise ConfigError(f"--job {job_id} does not exist in {db.url}")
+            if job.status == "succeeded":
+                raise ConfigError(f"job {job_id} already succeeded; start a new run without "
+                                  "--resume")
+            return job.id
+        query = (select(Job).where(Job.workload == workload, Job.status != "succeeded",
+                                   Job.status != "cancelled")
+                 .order_by(Job.id.desc()).limit(1))
+        job = session.scalars(query).first()
+        if job is None:
+            raise ConfigError(f"nothing to resume for {workload} in {db.url}; run without "
+                              "--resume to start a job")
+        return job.id
+
+
+def _write_json(path: Path, document: dict[str, Any]) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(document, indent=2) + "\n")
+    os.replace(temporary, path)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@app.command()
+def run(
+    workload: Annotated[str, typer.Argument(
+        help="path/to/file.py[:FUNCTION], package.module:FUNCTION or builtin:NAME.")],
+    trials: Annotated[int, typer.Option(help="Configurations to measure in the search.")] = 20,
+    out: Annotated[Path, typer.Option(help="Where to write the recommendation JSON.")] = Path(
+        "autotune-best.json"),
+    db: DbOption = None,
+    fix: Annotated[list[str] | None, typer.Option(
+        help="Fix a knob: --fix amp=bf16 (repeatable).")] = None,
+    range_: Annotated[list[str] | None, typer.Option(
+        "--range", help="Narrow a knob: --range batch_size=16..256, --range amp=off,bf16.")] = None,
+    baseline: Annotated[list[str] | None, typer.Option(
+        help="Your current setting of a knob, for the baseline: --baseline num_workers=4.")
+    ] = None,
+    effective_batch: Annotated[int | None, typer.Option(
+        help="Hold batch_size x gradient-accumulation steps at this value.")] = None,
+    max_memory: Annotated[str | None, typer.Option(
+        help="Memory budget: bytes, 8GB, 512MiB or 80% of the device.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds one trial may take.")] = 180.0,
+    time_budget: Annotated[float | None, typer.Option(
+        help="Seconds the whole search may take.")] = None,
+    device: DeviceOption = "auto",
+    seed: Annotated[int, typer.Option(help="Seed of the sampler and of each trial.")] = 0,
+    min_seconds: Annotated[float, typer.Option(help="Shortest timed window (s).")] = 3.0,
+    min_steps: Annotated[int, typer.Option(help="Fewest timed steps.")] = 20,
+    warmup_steps: Annotated[int, typer.Option(help="Fewest untimed warm-up steps.")] = 5,
+    confirm_top: Annotated[int, typer.Option(help="Best candidates to re-measure.")] = 3,
+    confirm_rounds: Annotated[int, typer.Option(help="Re-measurements of each.")] = 3,
+    prune: Annotated[bool, typer.Option(help="Stop clearly slow trials early.")] = True,
+    resume: Annotated[bool, typer.Option(
+        help="Continue the last unfinished job of this workload.")] = False,
+    job: Annotated[int | None, typer.Option(help="With --resume: the job to continue.")] = None,
+    debug: DebugOption = False,
+) -> None:
+    """Search the knobs for WORKLOAD and write the recommended configuration."""
+    parse_ref(workload)
+    fixed = parse_assignments(fix or [], "--fix")
+    ranges = parse_assignments(range_ or [], "--range")
+    baseline_values = parse_assignments(baseline or [], "--baseline")
+    check_knob_settings(fixed, ranges, baseline_values)
+    options = _options(
+        workload=workload, n_trials=trials, time_budget_s=time_budget, trial_timeout_s=timeout,
+        max_memory=max_memory, fixed=fixed, ranges=ranges, baseline=baseline_values,
+        effective_batch=effective_batch, device=device, seed=seed, warmup_steps=warmup_steps,
+        min_steps=min_steps, min_seconds=min_seconds, confirm_top=confirm_top,
+        confirm_rounds=confirm_rounds, prune=prune,
+    )
+    database = open_database(db)
+    if resume:
+        job_id = _find_resumable(database, workload, job)
+        console.print(f"resuming job {job_id}")
+    else:
+        job_id = create_job(database, options)
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    from autotune.cli._progress import RichReporter, summary_table
+
+    try:
+        finished = run_job(database, job_id, RichReporter(console))
+    except KeyboardInterrupt:
+        console.print(f"\ninterrupted: the measured trials of job {job_id} are kept; continue "
+                      f"with `autotune run {workload} --resume`")
+        raise typer.Exit(130) from None
+    document = finished.recommendation
+    if document is None:
+        raise typer.Exit(1)
+    console.print(summary_table(document))
+    console.print(document["verdict"])
+    console.print(f"[bold]diagnosis[/]: {document['diagnosis']}")
+    counts = document["trials"]
+    console.print(f"trials: {counts['total']} measured, {counts['ok']} ok, {counts['failed']} "
+                  f"failed, {counts['skipped_infeasible']} skipped as infeasible")
+    _write_json(out, document)
+    console.print(f"wrote {out}")
+
+
+@app.command("bench")
+def bench_command(
+    workload: Annotated[str, typer.Argument(help="The workload the configuration is for.")],
+    config: Annotated[Path, typer.Option(help="A recommendation JSON or a knob mapping.")],
+    repeats: Annotated[int, typer.Option(min=1, max=100, help="Fresh processes to run.")] = 3,
+    db: DbOption = None,
+    device: DeviceOption = "auto",
+    max_memory: Annotated[str | None, typer.Option(help="Memory budget, as for run.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds one trial may take.")] = 180.0,
+    min_seconds: Annotated[float, typer.Option(help="Shortest timed window (s).")] = 3.0,
+    min_steps: Annotated[int, typer.Option(help="Fewest timed steps.")] = 20,
+    warmup_steps: Annotated[int, typer.Option(help="Fewest untimed warm-up steps.")] = 5,
+    debug: DebugOption = False,
+) -> None:
+    """Re-measure one configuration of WORKLOAD in fresh processes."""
+    parse_ref(workload)
+    chosen = read_config(config)
+    options = _options(workload=workload, device=device, max_memory=max_memory,
+                       trial_timeout_s=timeout, min_seconds=min_seconds, min_steps=min_steps,
+                       warmup_steps=warmup_steps)
+    from autotune.cli._progress import RichReporter
+
+    job = bench(open_database(db), options, chosen, repeats, RichReporter(console))
+    speeds = sorted(t.samples_per_s for t in job.trials if t.usable and t.samples_per_s)
+    if not speeds:
+        console.print("no run finished usable; see the outcomes above")
+        raise typer.Exit(1)
+    median = speeds[len(speeds) // 2] if len(speeds) % 2 else sum(
+        speeds[len(speeds) // 2 - 1:len(speeds) // 2 + 1]) / 2
+    console.print(f"job {job.id}: median {median:,.1f} samples/s over {len(speeds)} usable runs "
+                  f"(min {speeds[0]:,.1f}, max {speeds[-1]:,.1f})")
+
+
+@app.command()
+def workloads() -> None:
+    """List the built-in workloads (use them as builtin:NAME)."""
+    from autotune.workload.builtins import BUILTINS
+
+    for name in builtin_names():
+        console.print(f"builtin:{name:<20} {BUILTINS[name]().description}")

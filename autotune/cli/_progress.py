@@ -1,0 +1,123 @@
+"""Live progress and the final summary of a job, drawn with rich."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from autotune.runner import ProbeResult
+from autotune.space import Config, SearchSpace
+from autotune.store import Job, Trial
+from autotune.tuner import Reporter
+
+_SHORT = {
+    "batch_size": "bs", "num_workers": "workers", "prefetch_factor": "prefetch",
+    "persistent_workers": "persistent", "pin_memory": "pin", "device_prefetch": "dev-prefetch",
+    "channels_last": "channels_last", "cudnn_benchmark": "cudnn_bench", "tf32": "tf32",
+    "amp": "amp", "grad_accum_steps": "accum",
+}
+
+
+def describe_config(config: dict[str, Any] | Config) -> str:
+    """A compact one-line description: every knob that is not at PyTorch's default."""
+    values = config.public_dict() if isinstance(config, Config) else config
+    defaults = Config().model_dump()
+    parts = [f"bs={values['batch_size']}", f"workers={values['num_workers']}"]
+    for name, value in values.items():
+        if name in ("batch_size", "num_workers") or value == defaults.get(name):
+            continue
+        parts.append(_SHORT.get(name, name) if value is True else f"{_SHORT.get(name, name)}={value}")
+    return " ".join(parts)
+
+
+def mib(value: int | None) -> str:
+    return "-" if value is None else f"{value / 2**20:,.0f} MiB"
+
+
+def _outcome_text(trial: Trial) -> str:
+    if trial.pruned:
+        return "[yellow]pruned[/] (clearly slower than the best)"
+    if trial.outcome == "ok" and trial.within_budget is False:
+        return "[red]over budget[/]"
+    if trial.outcome == "ok":
+        return "[green]ok[/]"
+    reason = f": {trial.error}" if trial.error else ""
+    return f"[red]{trial.outcome}[/]{reason}"
+
+
+class RichReporter(Reporter):
+    """A progress bar, and one line per finished trial above it."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=console, transient=True,
+        )
+        self.task: Any = None
+
+    def job_started(self, job: Job, probe: ProbeResult, space: SearchSpace) -> None:
+        device = probe.device
+        self.console.print(
+            f"[bold]job {job.id}[/]: {probe.workload.name} on {device.name} ({device.type}); "
+            f"{space.size():,} configurations in the space"
+        )
+        for name, reason in space.not_applicable.items():
+            self.console.print(f"  not searched: {name} ({reason})", style="dim")
+        for name, value in space.fixed.items():
+            self.console.print(f"  fixed: {name}={value}", style="dim")
+        self.progress.start()
+
+    def phase_started(self, phase: str, total: int) -> None:
+        if self.task is not None:
+            self.progress.remove_task(self.task)
+        label = {"search": "searching", "confirm": "confirming", "bench": "measuring"}[phase]
+        self.progress.start()
+        self.task = self.progress.add_task(label, total=total)
+
+    def trial_finished(self, trial: Trial) -> None:
+        speed = f"{trial.samples_per_s:,.1f} samples/s" if trial.samples_per_s else "-"
+        self.console.print(
+            f"#{trial.number:<3} {trial.phase:<9} {describe_config(trial.config):<58} "
+            f"{speed:>20}  peak {mib(trial.peak_memory_bytes):>10}  {_outcome_text(trial)}",
+            highlight=False,
+        )
+        if self.task is not None:
+            self.progress.advance(self.task)
+
+    def trial_skipped(self, config: Config, reason: str) -> None:
+        self.console.print(f"     skipped   {describe_config(config):<58} not run: {reason}",
+                           style="dim", highlight=False)
+
+    def job_finished(self, job: Job) -> None:
+        self.progress.stop()
+
+
+def summary_table(document: dict[str, Any]) -> Table:
+    """Baseline against the recommendation, side by side."""
+    table = Table(title=f"{document['workload']} on {document['device']['name']}")
+    table.add_column("")
+    table.add_column("baseline", justify="right")
+    table.add_column("recommended", justify="right")
+    base, best = document["baseline"]["metrics"], document["metrics"]
+
+    def fmt(value: Any, kind: str) -> str:
+        if value is None:
+            return "-"
+        return {"speed": f"{value:,.1f}", "ms": f"{value:,.1f}", "mem": mib(value),
+                "frac": f"{value:.0%}"}[kind]
+
+    table.add_row("config", describe_config(document["baseline"]["config"]),
+                  describe_config(document["config"]))
+    for label, key, kind in (
+        ("samples/s (median)", "samples_per_s", "speed"),
+        ("step time ms (median)", "step_time_ms", "ms"),
+        ("peak memory", "peak_memory_bytes", "mem"),
+        ("peak host memory", "peak_host_memory_bytes", "mem"),
+        ("waiting for data", "data_wait_fraction", "frac"),
+    ):
+        table.add_row(label, fmt(base.get(key), kind), fmt(best.get(key), kind))
+    return table

@@ -1,0 +1,31 @@
+"""Confirming the best candidates, the recommendation JSON, its exports and applying it."""
+
+from autotune.recommend._apply import Recommendation, load_recommendation
+from autotune.recommend._confirm import (
+    CandidateRuns,
+    Confirmation,
+    Measurement,
+    confirm,
+    pick_candidates,
+)
+from autotune.recommend._diagnosis import TrialView, diagnose
+from autotune.recommend._document import build_document, speedup_sentence
+from autotune.recommend._export import exports
+from autotune.recommend._schema import SCHEMA, validate_recommendation
+
+__all__ = [
+    "SCHEMA",
+    "CandidateRuns",
+    "Confirmation",
+    "Measurement",
+    "Recommendation",
+    "TrialView",
+    "build_document",
+    "confirm",
+    "diagnose",
+    "exports",
+    "load_recommendation",
+    "pick_candidates",
+    "speedup_sentence",
+    "validate_recommendation",
+]

@@ -1,0 +1,218 @@
+"""Applying a recommendation in the user's own training script.
+
+Example:
+    A training loop with every recommended knob applied::
+
+        rec = autotune.load_recommendation("best.json")
+        loader = rec.dataloader(dataset, shuffle=True)
+        model = rec.prepare_model(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for inputs, target in rec.batches(loader):
+            with rec.autocast():
+                loss = loss_fn(model(inputs), target)
+            rec.backward(loss, optimizer)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import itertools
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+
+from autotune.errors import ConfigError
+from autotune.measure import DevicePrefetcher, apply_backend_flags, autocast_dtype, to_device
+from autotune.recommend._export import dataloader_kwargs
+from autotune.recommend._schema import read_config, validate_recommendation
+from autotune.space import Config
+
+_AFTER_LAST_BATCH = object()
+
+
+class Recommendation:
+    """A loaded recommendation: the configuration, the device it applies to, and the document.
+
+    Build one with :func:`load_recommendation`. The configuration and device cannot be
+    reassigned; the only state is the gradient scaler and micro-step count of :meth:`backward`.
+    """
+
+    __slots__ = ("_config", "_device", "_document", "_scaler", "_micro_steps")
+
+    def __init__(self, config: Config, device: torch.device, document: dict[str, Any]) -> None:
+        self._config = config
+        self._device = device
+        self._document = document
+        self._scaler: torch.amp.GradScaler | None = None
+        self._micro_steps = 0
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The validated recommendation document, as loaded."""
+        return self._document
+
+    def __repr__(self) -> str:
+        return f"Recommendation(device={str(self._device)!r}, config={self._config!r})"
+
+    def dataloader(self, dataset: Any, **overrides: Any) -> DataLoader[Any]:
+        """A ``DataLoader`` over ``dataset`` with the recommended settings.
+
+        Keyword arguments override the recommendation (``shuffle``, ``collate_fn``, or a
+        knob). Overriding ``num_workers`` to 0 also drops the worker-only settings, unless
+        they are given too. Pinned memory only speeds up copies to a GPU, so it is off when
+        the device is the CPU.
+        """
+        kwargs = dataloader_kwargs(self._config)
+        if self._device.type != "cuda":
+            kwargs["pin_memory"] = False
+        kwargs.update(overrides)
+        if kwargs.get("num_workers", 0) == 0:
+            for worker_only in ("persistent_workers", "prefetch_factor"):
+                if worker_only not in overrides:
+                    kwargs.pop(worker_only, None)
+        return DataLoader(dataset, **kwargs)
+
+    def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Move ``model`` to the device, in channels_last when recommended, and set the
+        backend flags (``cudnn.benchmark``, TF32) the recommendation was measured with."""
+        apply_backend_flags(self._config, self._device)
+        model = model.to(self._device)
+        if self._config.channels_last:
+            # Module.to accepts memory_format; torch's type stubs do not list it.
+            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        return model
+
+    def batches(self, loader: Iterable[Any]) -> Iterator[Any]:
+        """The batches of ``loader`` (one epoch) on the device.
+
+        4-D tensors are made channels_last when recommended. With ``device_prefetch`` on CUDA
+        the next batch is copied on a side stream while the current one computes; otherwise
+        each batch is copied when asked for, without blocking when memory is pinned.
+        """
+        if self._config.device_prefetch and self._device.type == "cuda":
+            # DevicePrefetcher reads one batch ahead and expects an endless source: a marker
+            # after the last batch ends the epoch without losing the batch it holds.
+            endless = itertools.chain(loader, itertools.repeat(_AFTER_LAST_BATCH))
+            for batch in DevicePrefetcher(endless, self._device, self._config.channels_last):
+                if batch is _AFTER_LAST_BATCH:
+                    return
+                yield batch
+            return
+        non_blocking = self._config.pin_memory and self._device.type == "cuda"
+        for batch in loader:
+            yield to_device(batch, self._device, self._config.channels_last, non_blocking)
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """``torch.autocast`` with the recommended dtype, or a context doing nothing."""
+        dtype = autocast_dtype(self._config)
+        if dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self._device.type, dtype=dtype)
+
+    def grad_scaler(self) -> torch.amp.GradScaler | None:
+        """The ``GradScaler`` fp16 needs (the same one :meth:`backward` uses); None otherwise."""
+        if self._config.amp != "fp16":
+            return None
+        if self._scaler is None:
+            self._scaler = torch.amp.GradScaler(self._device.type)
+        return self._scaler
+
+    def backward(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> bool:
+        """Backward for one micro-batch; step and zero the gradients every
+        ``grad_accum_steps`` micro-batches. Returns whether the optimizer stepped.
+
+        The loss is divided by ``grad_accum_steps`` so the accumulated gradient is the mean
+        over the effective batch, and scaled when fp16 needs a ``GradScaler``.
+        """
+        steps = self._config.grad_accum_steps
+        scaled = loss / steps if steps > 1 else loss
+        scaler = self.grad_scaler()
+        if scaler is not None:
+            scaler.scale(scaled).backward()  # type: ignore[no-untyped-call]
+        else:
+            scaled.backward()  # type: ignore[no-untyped-call]
+        self._micro_steps += 1
+        if self._micro_steps % steps:
+            return False
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return True
+
+
+def _read_document(source: str | os.PathLike[str] | Mapping[str, Any]) -> Any:
+    if isinstance(source, Mapping):
+        return copy.deepcopy(dict(source))
+    path = Path(source)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"the recommendation file {str(path)!r} does not exist; "
+                          "pass the path of the JSON file autotune wrote") from None
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise ConfigError(f"the recommendation file {str(path)!r} could not be read "
+                          f"({reason}); pass the path of the JSON file autotune wrote") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"the recommendation file {str(path)!r} is not valid JSON "
+                          f"({error.msg} at line {error.lineno}, column {error.colno}); "
+                          "pass the JSON file autotune wrote, unedited") from None
+
+
+def _resolve_device(recommended: str, requested: str | None) -> torch.device:
+    if requested is None:
+        if recommended not in ("cpu", "cuda"):
+            raise ConfigError(f"the recommendation was made for a {recommended!r} device, which "
+                              "autotune cannot apply; pass device=\"cpu\" or \"cuda\"")
+        if recommended == "cuda" and not torch.cuda.is_available():
+            raise ConfigError("the recommendation was made for CUDA but no CUDA device is "
+                              "available here; pass device=\"cpu\" to apply it on the CPU")
+        return torch.device(recommended)
+    try:
+        device = torch.device(requested)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"device={requested!r} is not a device; pass \"cpu\", \"cuda\" or "
+                          "\"cuda:N\"") from None
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"device={requested!r} is not supported; pass \"cpu\", \"cuda\" or "
+                          "\"cuda:N\"")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device={requested!r} asks for CUDA but no CUDA device is available "
+                          "here; pass device=\"cpu\"")
+    return device
+
+
+def load_recommendation(
+    source: str | os.PathLike[str] | Mapping[str, Any], device: str | None = None
+) -> Recommendation:
+    """Load and validate a recommendation from a JSON file's path or an already parsed dict.
+
+    ``device`` overrides the device the recommendation was made for (``"cpu"``,
+    ``"cuda:1"``); by default it is that device's type, which must be available here.
+    Raises :class:`~autotune.errors.ConfigError` with the reason when the file is missing,
+    not JSON, or not a valid recommendation.
+    """
+    document = _read_document(source)
+    validate_recommendation(document)
+    config = read_config(document["config"], "config")
+    resolved = _resolve_device(document["device"]["type"], device)
+    return Recommendation(config, resolved, document)

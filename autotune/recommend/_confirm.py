@@ -1,0 +1,119 @@
+"""Confirmation: re-measure the best candidates and the baseline, interleaved, pick by median."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from autotune.space import Config
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured run of a configuration, as confirmation and the report need it."""
+
+    config: Config
+    outcome: str
+    usable: bool
+    samples_per_s: float | None = None
+    step_time_ms: float | None = None
+    data_wait_fraction: float | None = None
+    peak_memory_bytes: int | None = None
+    peak_host_memory_bytes: int | None = None
+    device_utilization: float | None = None
+
+
+#: Runs one configuration in a fresh process; None when the job was cancelled meanwhile.
+ConfirmFn = Callable[[Config], Measurement | None]
+
+
+@dataclass
+class CandidateRuns:
+    config: Config
+    runs: list[Measurement] = field(default_factory=list)
+
+    @property
+    def usable(self) -> bool:
+        """Every confirmation run finished ok, finite and within the budget."""
+        return bool(self.runs) and all(run.usable for run in self.runs)
+
+    @property
+    def median_samples_per_s(self) -> float:
+        return statistics.median(run.samples_per_s or 0.0 for run in self.runs)
+
+    def median_of(self, name: str) -> float | None:
+        values = [getattr(run, name) for run in self.runs if getattr(run, name) is not None]
+        return statistics.median(values) if values else None
+
+    def max_of(self, name: str) -> int | None:
+        values = [getattr(run, name) for run in self.runs if getattr(run, name) is not None]
+        return max(values) if values else None
+
+
+@dataclass
+class Confirmation:
+    """The re-measured candidates and the verdict."""
+
+    baseline: CandidateRuns
+    candidates: list[CandidateRuns]
+    winner: CandidateRuns
+    #: Per-round ratios winner / baseline (paired: measured in the same round).
+    paired_ratios: list[float]
+
+    @property
+    def speedup(self) -> float | None:
+        if not self.baseline.usable:
+            return None
+        return self.winner.median_samples_per_s / self.baseline.median_samples_per_s
+
+    @property
+    def within_noise(self) -> bool:
+        """The winner did not beat the baseline in every round: the gain may be noise."""
+        return self.winner is self.baseline or not self.paired_ratios or min(
+            self.paired_ratios) <= 1.0
+
+
+def pick_candidates(measured: Sequence[Measurement], baseline: Config, top: int) -> list[Config]:
+    """The ``top`` fastest distinct usable configurations other than the baseline."""
+    best: dict[str, Measurement] = {}
+    for run in measured:
+        if not run.usable or run.config.key() == baseline.key():
+            continue
+        key = run.config.key()
+        if key not in best or (run.samples_per_s or 0) > (best[key].samples_per_s or 0):
+            best[key] = run
+    ranked = sorted(best.values(), key=lambda run: run.samples_per_s or 0, reverse=True)
+    return [run.config for run in ranked[:top]]
+
+
+def confirm(
+    baseline: Config, candidates: Sequence[Config], rounds: int, measure: ConfirmFn
+) -> Confirmation | None:
+    """Measure baseline and candidates ``rounds`` times each in fresh processes.
+
+    Each round runs every configuration once, in an order rotated from the round before, so
+    slow drifts of the machine (thermal, other load) fall on all of them alike. Returns None
+    when cancelled.
+    """
+    entries = [CandidateRuns(baseline)] + [CandidateRuns(config) for config in candidates]
+    for round_index in range(rounds):
+        shift = round_index % len(entries)
+        for entry in entries[shift:] + entries[:shift]:
+            run = measure(entry.config)
+            if run is None:
+                return None
+            entry.runs.append(run)
+    base, others = entries[0], entries[1:]
+    usable = [entry for entry in others if entry.usable]
+    winner = max(usable, key=lambda entry: entry.median_samples_per_s, default=base)
+    if base.usable and winner.median_samples_per_s <= base.median_samples_per_s:
+        winner = base
+    ratios = []
+    if winner is not base and base.usable:
+        ratios = [
+            (w.samples_per_s or 0.0) / b.samples_per_s
+            for w, b in zip(winner.runs, base.runs, strict=True)
+            if b.samples_per_s
+        ]
+    return Confirmation(baseline=base, candidates=others, winner=winner, paired_ratios=ratios)

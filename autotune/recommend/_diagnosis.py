@@ -1,0 +1,215 @@
+"""The diagnosis: what limits training speed, the numbers that show it, and what to do next.
+
+The knobs fix what settings can fix; the diagnosis names the bottleneck that remains and gives
+advice for it, drawn from the usual PyTorch speed checklists, which only a code change can
+follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.space import Config, DeviceInfo
+
+#: Data wait (fraction of the step) from which a configuration counts as input-bound.
+INPUT_BOUND_WAIT = 0.3
+#: GPU busy fraction below which a compute-bound GPU is held back by the host, not the math.
+LOW_DEVICE_UTILIZATION = 0.8
+
+_GIB = 2**30
+_FAILURES = {
+    "oom": "ran out of memory",
+    "nonfinite": "produced a NaN or infinite loss",
+    "timeout": "timed out",
+    "error": "failed with an error",
+    "crashed": "crashed",
+}
+
+
+@dataclass(frozen=True)
+class TrialView:
+    """What the diagnosis needs to know about one measured configuration."""
+
+    config: Config
+    outcome: str
+    samples_per_s: float | None = None
+    data_wait_fraction: float | None = None
+    peak_memory_bytes: int | None = None
+    device_utilization: float | None = None
+
+    @classmethod
+    def of(cls, record: Any) -> TrialView:
+        """A view of a stored ``Trial`` row or a confirmation ``Measurement``."""
+        config = record.config
+        return cls(
+            config=config if isinstance(config, Config) else Config.model_validate(config),
+            outcome=record.outcome,
+            samples_per_s=record.samples_per_s,
+            data_wait_fraction=record.data_wait_fraction,
+            peak_memory_bytes=record.peak_memory_bytes,
+            device_utilization=record.device_utilization,
+        )
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction:.0%}"
+
+
+def _loader_settings(config: Config) -> str:
+    settings = f"num_workers={config.num_workers}"
+    if config.num_workers > 0 and config.prefetch_factor is not None:
+        settings += f", prefetch_factor={config.prefetch_factor}"
+    if config.pin_memory:
+        settings += ", pin_memory=True"
+    return settings
+
+
+@dataclass(frozen=True)
+class _Finding:
+    verdict: str
+    #: Sentences with the numbers behind the verdict, ending in a full stop.
+    evidence: str
+    advice: list[str]
+
+
+def _wait_evidence(baseline: TrialView, best: TrialView) -> str:
+    """How long the baseline and the recommendation waited for data, as one clause."""
+    if best.data_wait_fraction is None:
+        return ""
+    recommendation = f"the recommendation ({_loader_settings(best.config)})"
+    if baseline.data_wait_fraction is None:
+        return (f"{recommendation} spends {_percent(best.data_wait_fraction)} of each step "
+                "waiting for data")
+    return (f"the baseline spent {_percent(baseline.data_wait_fraction)} of each step waiting for "
+            f"data with {_loader_settings(baseline.config)}; {recommendation} waits "
+            f"{_percent(best.data_wait_fraction)}")
+
+
+def _input_bound(baseline: TrialView, best: TrialView, device: DeviceInfo) -> _Finding:
+    evidence = (f"{_wait_evidence(baseline, best)}, so even after tuning the model sits idle "
+                "for a large part of every step.")
+    advice = [
+        "keep inputs compact on the host (images as uint8, token ids as int32 rather than "
+        "int64) and convert and normalise them on the device, which shrinks both the workers' "
+        "memory and the copy",
+        "pre-process offline whatever is the same every epoch (resizing, colour conversion, "
+        "tokenisation) instead of repeating it in the loader",
+    ]
+    if device.is_cuda:
+        advice.append("move decoding and augmentation to the GPU (tensor operations on the "
+                      "device, or NVIDIA DALI), so the CPU workers only read bytes")
+    else:
+        advice.append("put the dataset in RAM, or on faster local storage, if reading it is "
+                      "the slow part")
+    return _Finding("input-bound", evidence, advice)
+
+
+def _memory_bound(best: TrialView, trials: Sequence[TrialView], device: DeviceInfo) -> _Finding:
+    ooms = [trial for trial in trials if trial.outcome == "oom"]
+    if ooms:
+        smallest = min(trial.config.batch_size for trial in ooms)
+        cap = (f"{len(ooms)} of {len(trials)} trials ran out of memory (the smallest failing "
+               f"batch size was {smallest})")
+    else:
+        cap = "larger batch sizes exceeded the memory budget"
+    evidence = f"the batch size stopped at {best.config.batch_size} because {cap}"
+    if best.peak_memory_bytes is not None and device.memory_bytes:
+        evidence += (f", and the recommendation already peaks at "
+                     f"{best.peak_memory_bytes / _GIB:.1f} GiB of the device's "
+                     f"{device.memory_bytes / _GIB:.1f} GiB "
+                     f"({_percent(best.peak_memory_bytes / device.memory_bytes)})")
+    advice = ["use gradient checkpointing (torch.utils.checkpoint) on the deepest blocks, which "
+              "recomputes activations in the backward pass instead of storing them"]
+    if best.config.amp == "off":
+        advice.append("enable mixed precision (bf16 where the hardware has it), which roughly "
+                      "halves activation memory")
+    advice.append("if the optimiser needs a larger batch than fits, accumulate gradients over "
+                  "several micro-batches (--effective-batch) instead of growing the batch")
+    return _Finding("memory-bound", evidence + ".", advice)
+
+
+def _compute_bound(baseline: TrialView, best: TrialView, device: DeviceInfo) -> _Finding:
+    waits = _wait_evidence(baseline, best)
+    was_input_bound = (baseline.data_wait_fraction is not None
+                       and baseline.data_wait_fraction >= INPUT_BOUND_WAIT)
+    if was_input_bound:
+        evidence = (f"{waits}, so the loader now keeps up (the baseline was input-bound) and "
+                    "the model's own work sets the pace")
+    elif waits:
+        evidence = f"{waits}, so the time goes to the model's own work"
+    else:
+        evidence = "the time goes to the model's own work"
+    utilization = best.device_utilization
+    if device.is_cuda and utilization is not None:
+        evidence += f", and the GPU was busy {_percent(utilization)} of the measured window"
+    evidence += "."
+    advice: list[str]
+    if not device.is_cuda:
+        advice = []
+        if best.config.amp == "off":
+            advice.append("do not expect mixed precision to help: on a CPU it rarely pays "
+                          "without bf16 hardware (AMX or AVX-512 BF16)")
+        advice += ["try torch.compile, which fuses the many small element-wise operations "
+                   "that add up on a CPU",
+                   "beyond that, the large gains are a smaller or pruned model, or a GPU"]
+    elif utilization is not None and utilization < LOW_DEVICE_UTILIZATION:
+        advice = ["remove host synchronisations from the step (loss.item(), .cpu(), printing "
+                  "tensors), or do them every N steps, since each one drains the GPU's queue",
+                  "try torch.compile or CUDA graphs to cut the launch overhead of many small "
+                  "kernels",
+                  "if the optimiser allows, a larger batch gives the GPU more work per launch"]
+    else:
+        advice = ["try torch.compile to fuse element-wise operations",
+                  "keep layer widths and sequence lengths multiples of 8, which tensor cores "
+                  "need to run mixed precision at full speed",
+                  "beyond that, the gains are in the model (fewer or cheaper layers) or in "
+                  "more GPUs with DistributedDataParallel"]
+    return _Finding("compute-bound", evidence, advice)
+
+
+def _throughput(baseline: TrialView, best: TrialView) -> str:
+    if best.samples_per_s is None:
+        return ""
+    if baseline.samples_per_s:
+        speedup = best.samples_per_s / baseline.samples_per_s
+        return (f" Throughput goes from {baseline.samples_per_s:,.0f} to "
+                f"{best.samples_per_s:,.0f} samples/s ({speedup:.2f}x).")
+    failure = _FAILURES.get(baseline.outcome, f"did not finish ({baseline.outcome})")
+    return (f" The baseline {failure}; the recommendation trains at "
+            f"{best.samples_per_s:,.0f} samples/s.")
+
+
+def diagnose(
+    baseline: TrialView,
+    best: TrialView,
+    trials: Sequence[TrialView],
+    device: DeviceInfo,
+    memory_limited: bool,
+) -> str:
+    """A paragraph naming the bottleneck (input-, compute- or memory-bound) with its numbers,
+    then one to three pieces of advice that need a code change rather than a setting.
+
+    ``memory_limited`` is True when the best batch size was capped by running out of memory
+    or by the memory budget; the verdict is then memory-bound whatever the other numbers say.
+    Otherwise it is input-bound when the recommendation still waits for data at least
+    :data:`INPUT_BOUND_WAIT` of each step, and compute-bound when it does not.
+
+    Example:
+        >>> cpu = DeviceInfo(type="cpu", name="cpu", memory_bytes=2**34)
+        >>> base = TrialView(Config(), "ok", samples_per_s=100.0, data_wait_fraction=0.72)
+        >>> best = TrialView(Config(num_workers=4), "ok", samples_per_s=300.0,
+        ...                  data_wait_fraction=0.04)
+        >>> diagnose(base, best, [base, best], cpu, memory_limited=False)[:60]
+        'Verdict: compute-bound. The baseline spent 72% of each step '
+    """
+    if memory_limited:
+        finding = _memory_bound(best, trials, device)
+    elif best.data_wait_fraction is not None and best.data_wait_fraction >= INPUT_BOUND_WAIT:
+        finding = _input_bound(baseline, best, device)
+    else:
+        finding = _compute_bound(baseline, best, device)
+    evidence = finding.evidence[0].upper() + finding.evidence[1:]
+    advice = " What the settings cannot fix: " + "; ".join(finding.advice[:3]) + "."
+    return f"Verdict: {finding.verdict}. {evidence}{_throughput(baseline, best)}{advice}"

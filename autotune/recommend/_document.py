@@ -1,0 +1,111 @@
+"""The recommendation JSON: what the tuner found, with its evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from autotune.recommend._confirm import CandidateRuns, Confirmation, Measurement
+from autotune.recommend._diagnosis import TrialView, diagnose
+from autotune.recommend._export import exports
+from autotune.recommend._schema import SCHEMA
+from autotune.space import DeviceInfo
+
+
+def _metrics(entry: CandidateRuns) -> dict[str, Any]:
+    return {
+        "samples_per_s": entry.median_samples_per_s,
+        "step_time_ms": entry.median_of("step_time_ms"),
+        "peak_memory_bytes": entry.max_of("peak_memory_bytes"),
+        "peak_host_memory_bytes": entry.max_of("peak_host_memory_bytes"),
+        "data_wait_fraction": entry.median_of("data_wait_fraction"),
+        "device_utilization": entry.median_of("device_utilization"),
+        "runs": [run.samples_per_s for run in entry.runs],
+    }
+
+
+def _view(entry: CandidateRuns) -> TrialView:
+    return TrialView(
+        config=entry.config,
+        outcome="ok" if entry.usable else entry.runs[-1].outcome if entry.runs else "error",
+        samples_per_s=entry.median_samples_per_s,
+        data_wait_fraction=entry.median_of("data_wait_fraction"),
+        peak_memory_bytes=entry.max_of("peak_memory_bytes"),
+        device_utilization=entry.median_of("device_utilization"),
+    )
+
+
+def _trial_view(run: Measurement) -> TrialView:
+    return TrialView(
+        config=run.config,
+        outcome=run.outcome,
+        samples_per_s=run.samples_per_s,
+        data_wait_fraction=run.data_wait_fraction,
+        peak_memory_bytes=run.peak_memory_bytes,
+        device_utilization=run.device_utilization,
+    )
+
+
+def speedup_sentence(confirmation: Confirmation) -> str:
+    """The verdict in one sentence, saying plainly when it is within noise."""
+    speedup = confirmation.speedup
+    if speedup is None:
+        return ("The baseline itself failed or broke the memory budget when re-measured, so no "
+                "speedup over it can be given.")
+    if confirmation.winner is confirmation.baseline:
+        return ("No candidate beat the baseline when re-measured side by side; keep your "
+                "current settings.")
+    ratios = confirmation.paired_ratios
+    spread = f" (per-round ratios {min(ratios):.2f}x to {max(ratios):.2f}x)" if ratios else ""
+    if confirmation.within_noise:
+        return (f"The recommendation measured {speedup:.2f}x the baseline{spread}, which is "
+                "within the noise of this machine: it is not reliably faster.")
+    return f"The recommendation is {speedup:.2f}x faster than the baseline{spread}."
+
+
+def build_document(
+    *,
+    workload_name: str,
+    device: DeviceInfo,
+    confirmation: Confirmation,
+    search_runs: Sequence[Measurement],
+    trial_counts: dict[str, int],
+    memory_limited: bool,
+    memory_budget_bytes: int | None,
+    fingerprint: dict[str, Any] | None,
+    space: dict[str, Any],
+    job_id: int,
+) -> dict[str, Any]:
+    """The recommendation document (schema ``autotune.recommendation/v1``)."""
+    winner, baseline = confirmation.winner, confirmation.baseline
+    diagnosis = diagnose(
+        _view(baseline), _view(winner), [_trial_view(run) for run in search_runs], device,
+        memory_limited,
+    )
+    ratios = confirmation.paired_ratios
+    return {
+        "schema": SCHEMA,
+        "workload": workload_name,
+        "device": device.public_dict(),
+        "config": winner.config.public_dict(),
+        "metrics": _metrics(winner),
+        "baseline": {"config": baseline.config.public_dict(), "metrics": _metrics(baseline)},
+        "speedup": confirmation.speedup,
+        "speedup_spread": {"min": min(ratios), "max": max(ratios)} if ratios else None,
+        "within_noise": confirmation.within_noise,
+        "verdict": speedup_sentence(confirmation),
+        "trials": trial_counts,
+        "diagnosis": diagnosis,
+        "exports": exports(winner.config, device),
+        "candidates": [
+            {"config": entry.config.public_dict(), "metrics": _metrics(entry),
+             "usable": entry.usable}
+            for entry in confirmation.candidates
+        ],
+        "memory_budget_bytes": memory_budget_bytes,
+        "search_space": space,
+        "fingerprint": fingerprint,
+        "job_id": job_id,
+        "created_at": datetime.now(UTC).isoformat(),
+    }

@@ -1,0 +1,28 @@
+"""The Optuna study: sampler, pruner, first trials, dedupe and infeasibility skipping."""
+
+from autotune.search._feasibility import InfeasibleSet, memory_pressure
+from autotune.search._pruner import RelativeToBestPruner
+from autotune.search._search import (
+    MeasureFn,
+    Observation,
+    SearchState,
+    enqueue_first_trials,
+    fail_interrupted_trials,
+    run_search,
+)
+from autotune.search._study import make_sampler, open_study, study_name_for
+
+__all__ = [
+    "InfeasibleSet",
+    "MeasureFn",
+    "Observation",
+    "RelativeToBestPruner",
+    "SearchState",
+    "enqueue_first_trials",
+    "fail_interrupted_trials",
+    "make_sampler",
+    "memory_pressure",
+    "open_study",
+    "run_search",
+    "study_name_for",
+]

@@ -1,0 +1,60 @@
+"""The Optuna study of a job, stored in the same database as autotune's own tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+
+from autotune.search._pruner import RelativeToBestPruner
+from autotune.space import SearchSpace
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def study_name_for(job_id: int) -> str:
+    return f"autotune-job-{job_id}"
+
+
+def make_sampler(space: SearchSpace, n_trials: int, seed: int) -> optuna.samplers.BaseSampler:
+    """Exhaustive search when the whole space fits the budget, else multivariate TPE.
+
+    Every sampler setting we rely on is set explicitly: Optuna's defaults move between versions.
+    """
+    if space.size() <= n_trials:
+        return optuna.samplers.BruteForceSampler(seed=seed, avoid_premature_stop=True)
+    return optuna.samplers.TPESampler(
+        seed=seed,
+        multivariate=True,
+        group=True,  # the space is conditional: prefetch/persistence exist only with workers
+        constant_liar=False,  # one trial at a time per job
+        n_startup_trials=max(3, min(10, n_trials // 3)),
+        consider_endpoints=True,
+        warn_independent_sampling=False,
+    )
+
+
+def open_study(
+    storage_url: str, job_id: int, space: SearchSpace, n_trials: int, seed: int, prune: bool
+) -> optuna.Study:
+    """Create the job's study, or load it to resume."""
+    storage = optuna.storages.RDBStorage(
+        storage_url, engine_kwargs=_engine_kwargs(storage_url)
+    )
+    pruner: optuna.pruners.BasePruner = (
+        RelativeToBestPruner() if prune else optuna.pruners.NopPruner()
+    )
+    return optuna.create_study(
+        storage=storage,
+        study_name=study_name_for(job_id),
+        direction="maximize",
+        sampler=make_sampler(space, n_trials, seed),
+        pruner=pruner,
+        load_if_exists=True,
+    )
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": 30}}
+    return {}

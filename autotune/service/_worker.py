@@ -1,0 +1,167 @@
+"""A worker: claims jobs from the database and runs them one at a time, heartbeating.
+
+One worker owns one device and runs one trial at a time on it; the trials themselves run in
+their own processes (see :mod:`autotune.runner`), so a worker is mostly waiting. While a job
+runs, a heartbeat thread refreshes the job's lease and turns a requested cancel, a lost lease
+or a shutdown into the ``cancel`` event that stops the running trial promptly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any, Protocol
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from autotune.errors import AutotuneError
+from autotune.service._queue import ClaimPolicy, claim_next, fail, heartbeat, release
+from autotune.store import Database
+
+log = logging.getLogger("autotune.worker")
+
+
+class JobRunner(Protocol):
+    """What runs a claimed job: :func:`autotune.tuner.run_job`, or a stand-in in tests."""
+
+    def __call__(self, db: Database, job_id: int, *, cancel: threading.Event) -> Any: ...
+
+
+def _tuner_run_job(db: Database, job_id: int, *, cancel: threading.Event) -> Any:
+    from autotune.tuner import run_job
+
+    return run_job(db, job_id, cancel=cancel)
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    """Claims and runs jobs until :meth:`stop` is called.
+
+    Args:
+        db: the database the jobs are in.
+        policy: when a running job counts as abandoned and may be taken over.
+        heartbeat_interval_s: how often the lease is refreshed and cancel polled; keep it
+            well under ``policy.stale_after_s``.
+        poll_interval_s: how long to wait before looking again when the queue is empty.
+        device: the device this worker owns; a job asking for ``auto`` runs on it.
+        run_job: runs one claimed job (the tuner's ``run_job`` by default).
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        policy: ClaimPolicy | None = None,
+        heartbeat_interval_s: float = 5.0,
+        poll_interval_s: float = 1.0,
+        device: str = "auto",
+        worker_id: str | None = None,
+        run_job: JobRunner = _tuner_run_job,
+    ) -> None:
+        self.db = db
+        self.policy = policy or ClaimPolicy()
+        if heartbeat_interval_s * 2 > self.policy.stale_after_s:
+            raise ValueError("the heartbeat interval must be at most half the stale timeout")
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.poll_interval_s = poll_interval_s
+        self.device = device
+        self.worker_id = worker_id or default_worker_id()
+        self._run_job = run_job
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        """Stop claiming; a running job is stopped and put back in the queue to resume."""
+        self._stopping.set()
+
+    def run(self) -> None:
+        """Claim and run jobs until stopped; database hiccups are logged and retried."""
+        log.info("worker %s started on %s", self.worker_id, self.db.engine.url.render_as_string())
+        while not self._stopping.is_set():
+            try:
+                ran = self.run_once()
+            except SQLAlchemyError as exc:
+                log.warning("worker %s: database error, retrying: %s", self.worker_id, exc)
+                ran = False
+            if not ran:
+                self._stopping.wait(self.poll_interval_s)
+        log.info("worker %s stopped", self.worker_id)
+
+    def run_once(self) -> int | None:
+        """Claim one job and run it to its end; the id of the job, or None if none was queued."""
+        with self.db.session(immediate=True) as session:
+            job = claim_next(session, self.worker_id, self.policy)
+            if job is None:
+                return None
+            job_id, attempt = job.id, job.attempts
+            if self.device != "auto" and job.options.get("device", "auto") == "auto":
+                job.options = {**job.options, "device": self.device}
+        log.info("worker %s claimed job %d (attempt %d)", self.worker_id, job_id, attempt)
+        cancel = threading.Event()
+        lease = _Lease(self, job_id, cancel)
+        lease.start()
+        try:
+            self._run_job(self.db, job_id, cancel=cancel)
+        except (AutotuneError, SQLAlchemyError, OSError) as exc:
+            self._fail(job_id, f"job {job_id} stopped: {exc}")
+        except Exception as exc:  # a bug must fail the job, not take the worker down with it
+            log.exception("worker %s: job %d raised", self.worker_id, job_id)
+            self._fail(job_id, f"job {job_id} hit an internal error ({type(exc).__name__}: "
+                               f"{exc}); report it with the worker log")
+        finally:
+            lease.finish()
+        if lease.shutdown:
+            with self.db.session() as session:
+                if release(session, job_id, self.worker_id):
+                    log.info("worker %s put job %d back in the queue", self.worker_id, job_id)
+        log.info("worker %s finished job %d", self.worker_id, job_id)
+        return job_id
+
+    def _fail(self, job_id: int, error: str) -> None:
+        with self.db.session() as session:
+            fail(session, job_id, self.worker_id, error)
+
+
+class _Lease(threading.Thread):
+    """Heartbeats one job and sets ``cancel`` when it must stop: cancel, lost lease, shutdown."""
+
+    def __init__(self, worker: Worker, job_id: int, cancel: threading.Event) -> None:
+        super().__init__(name=f"heartbeat-job-{job_id}", daemon=True)
+        self.worker, self.job_id, self.cancel = worker, job_id, cancel
+        self.shutdown = False
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        next_beat = time.monotonic() + self.worker.heartbeat_interval_s
+        while not self._done.wait(0.2):
+            if self.worker._stopping.is_set() and not self.cancel.is_set():
+                self.shutdown = True
+                self.cancel.set()
+            if time.monotonic() >= next_beat:
+                next_beat = time.monotonic() + self.worker.heartbeat_interval_s
+                self._beat()
+
+    def _beat(self) -> None:
+        try:
+            with self.worker.db.session() as session:
+                state = heartbeat(session, self.job_id, self.worker.worker_id)
+        except SQLAlchemyError as exc:  # the next beat may get through before the lease expires
+            log.warning("heartbeat of job %d failed: %s", self.job_id, exc)
+            return
+        if state is None and not self.cancel.is_set():
+            log.warning("job %d is no longer owned by %s; stopping its trial",
+                        self.job_id, self.worker.worker_id)
+            self.cancel.set()
+        elif state and not self.cancel.is_set():
+            log.info("job %d: cancel requested", self.job_id)
+            self.cancel.set()
+
+    def finish(self) -> None:
+        self._done.set()
+        self.join()
+

@@ -1,0 +1,18 @@
+"""Running a tuning job end to end: the one library call behind the CLI and the API."""
+
+from autotune.tuner._bench import bench, read_config
+from autotune.tuner._job import JobCancelled, create_job, load_job, run_job
+from autotune.tuner._options import TuneOptions, parse_memory
+from autotune.tuner._reporter import Reporter
+
+__all__ = [
+    "JobCancelled",
+    "Reporter",
+    "TuneOptions",
+    "bench",
+    "create_job",
+    "load_job",
+    "parse_memory",
+    "read_config",
+    "run_job",
+]

@@ -1,0 +1,381 @@
+"""Running a tuning job: probe, search, confirm, recommend; resumable at any point."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections import defaultdict, deque
+from typing import Any
+
+import optuna
+from sqlalchemy import select
+
+from autotune.errors import AutotuneError, ConfigError, NoFeasibleConfigError
+from autotune.measure import MeasurePlan
+from autotune.recommend import (
+    Confirmation,
+    Measurement,
+    build_document,
+    confirm,
+    pick_candidates,
+)
+from autotune.runner import ProbeResult, TrialResult, probe_workload, run_trial
+from autotune.search import (
+    InfeasibleSet,
+    Observation,
+    SearchState,
+    enqueue_first_trials,
+    fail_interrupted_trials,
+    open_study,
+    run_search,
+    study_name_for,
+)
+from autotune.space import Config, SearchSpace
+from autotune.store import Database, Job, Trial, utcnow
+from autotune.tuner._options import TuneOptions, parse_memory
+from autotune.tuner._record import measurement_of, next_trial_number, ran_out_of_memory, trial_row
+from autotune.tuner._reporter import Reporter
+
+
+class JobCancelled(Exception):
+    """The job was cancelled while it ran."""
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.0f} MiB"
+
+
+def create_job(db: Database, options: TuneOptions) -> int:
+    """Store a new queued job and return its id."""
+    with db.session() as session:
+        job = Job(workload=options.workload, options=options.model_dump(), status="queued")
+        session.add(job)
+        session.flush()
+        return job.id
+
+
+def load_job(db: Database, job_id: int) -> Job:
+    with db.session() as session:
+        job = session.get(Job, job_id)
+        if job is None:
+            raise AutotuneError(f"job {job_id} does not exist in {db.url}; list jobs to find it")
+        session.expunge(job)
+        return job
+
+
+def _update_job(db: Database, job_id: int, **values: Any) -> None:
+    with db.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        for name, value in values.items():
+            setattr(job, name, value)
+
+
+class _JobRun:
+    """The state of one job while this process runs it."""
+
+    def __init__(
+        self,
+        db: Database,
+        job_id: int,
+        options: TuneOptions,
+        reporter: Reporter,
+        cancel: threading.Event,
+    ) -> None:
+        self.db = db
+        self.job_id = job_id
+        self.options = options
+        self.reporter = reporter
+        self.cancel = cancel
+        self.plan = MeasurePlan(
+            warmup_steps=options.warmup_steps,
+            min_steps=options.min_steps,
+            min_seconds=options.min_seconds,
+            seed=options.seed,
+        )
+        self.started = time.monotonic()
+        self.durations: list[float] = []
+        self.probe: ProbeResult | None = None
+        self.budget: int | None = None
+
+    # -- set-up -------------------------------------------------------------------------------
+
+    def _probe(self) -> tuple[ProbeResult, SearchSpace]:
+        options = self.options
+        probe = probe_workload(options.workload, options.device, options.trial_timeout_s)
+        device = probe.device
+        if options.max_memory is not None:
+            self.budget = parse_memory(options.max_memory, device.memory_bytes)
+            idle = probe.workload.idle_host_memory_bytes
+            if not device.is_cuda and self.budget < idle:
+                raise ConfigError(
+                    f"--max-memory {_mib(self.budget)} is below the {_mib(idle)} the workload "
+                    "needs before its first batch; raise --max-memory above that"
+                )
+        space = SearchSpace(
+            device, probe.workload, options.fixed, options.ranges, options.effective_batch,
+            options.baseline,
+        )
+        self.probe = probe
+        return probe, space
+
+    def _resume_state(
+        self, study: optuna.Study, space: SearchSpace
+    ) -> tuple[SearchState, list[Trial]]:
+        """What earlier attempts at this job measured, and re-queue an interrupted trial once."""
+        state = SearchState(InfeasibleSet(host_budget=not space.device.is_cuda))
+        with self.db.session() as session:
+            rows = list(session.scalars(select(Trial).where(Trial.job_id == self.job_id)))
+            session.expunge_all()
+        searched = [r for r in rows if r.phase != "confirm" and not r.interrupted]
+        for row in searched:
+            state.values[row.config_key] = row.samples_per_s if row.usable else 0.0
+            state.measured += 1
+            if ran_out_of_memory(row):
+                state.infeasible.add(Config.model_validate(row.config))
+        retried = {r.config_key for r in rows if r.interrupted}
+        for frozen in fail_interrupted_trials(study):
+            config = space.config_from(frozen.params)
+            phase = str(frozen.user_attrs.get("phase", "search"))
+            self._store_interrupted(config, phase, frozen.number)
+            if config.key() not in retried and config.key() not in state.values:
+                study.enqueue_trial(frozen.params, user_attrs={"phase": phase})
+        confirm_rows = [r for r in rows if r.phase == "confirm" and not r.interrupted]
+        return state, confirm_rows
+
+    def _store_interrupted(self, config: Config, phase: str, optuna_number: int) -> None:
+        result = TrialResult(
+            outcome="crashed", config=config,
+            error="interrupted: the process running the job stopped during this trial; "
+                  "it is retried once",
+        )
+        with self.db.session() as session:
+            row = trial_row(self.job_id, next_trial_number(session, self.job_id), phase, result,
+                            optuna_number, self.budget)
+            row.interrupted = True
+            session.add(row)
+
+    # -- measuring ----------------------------------------------------------------------------
+
+    def _measure(
+        self, config: Config, phase: str, trial: optuna.Trial | None = None
+    ) -> Trial | None:
+        """Run one trial process and store its row; None when the job was cancelled."""
+        self.reporter.trial_started(phase, config)
+        reports = 0
+
+        def on_progress(event: dict[str, Any]) -> bool:
+            nonlocal reports
+            if trial is None or not self.options.prune:
+                return False
+            trial.report(event["samples_per_s"], step=reports)
+            reports += 1
+            return trial.should_prune()
+
+        device = self.probe.device if self.probe else None
+        result = run_trial(
+            self.options.workload,
+            config,
+            self.options.device,
+            self.plan,
+            self.options.trial_timeout_s,
+            memory_budget_bytes=self.budget,
+            budget_is_host_memory=not (device and device.is_cuda),
+            device_index=device.index if device and device.is_cuda else None,
+            on_progress=on_progress,
+            cancel=self.cancel,
+        )
+        if result.cancelled:
+            return None
+        self.durations.append(result.duration_s)
+        with self.db.session() as session:
+            row = trial_row(
+                self.job_id, next_trial_number(session, self.job_id), phase, result,
+                trial.number if trial is not None else None, self.budget,
+            )
+            session.add(row)
+            session.flush()
+            session.expunge(row)
+        self.reporter.trial_finished(row)
+        return row
+
+    def _search_observation(self, config: Config, phase: str, trial: optuna.Trial) -> Observation:
+        row = self._measure(config, phase, trial)
+        if row is None:
+            return Observation(0.0, cancelled=True)
+        value = row.samples_per_s if row.usable and row.samples_per_s else 0.0
+        return Observation(value, pruned=row.pruned, out_of_memory=ran_out_of_memory(row))
+
+    def _confirm_estimate_s(self) -> float:
+        typical = statistics.median(self.durations) if self.durations else 10.0
+        return typical * (self.options.confirm_top + 1) * self.options.confirm_rounds
+
+    def _out_of_time(self) -> bool:
+        if self.cancel.is_set():
+            return True
+        budget = self.options.time_budget_s
+        if budget is None:
+            return False
+        return time.monotonic() + self._confirm_estimate_s() >= self.started + budget
+
+    # -- the job ------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        probe, space = self._probe()
+        with self.db.session() as session:
+            job = session.get(Job, self.job_id)
+            assert job is not None
+            job.workload_name = probe.workload.name
+            job.device = probe.device.model_dump()
+            job.fingerprint = probe.fingerprint
+            job.space = space.describe()
+            job.study_name = study_name_for(self.job_id)
+            session.flush()
+            session.expunge(job)
+        self.reporter.job_started(job, probe, space)
+
+        study = open_study(self.db.url, self.job_id, space, self.options.n_trials,
+                           self.options.seed, self.options.prune)
+        state, confirm_rows = self._resume_state(study, space)
+        enqueue_first_trials(study, space)
+        self.reporter.phase_started("search", self.options.n_trials)
+        run_search(
+            study, space, state, self._search_observation, self.options.n_trials,
+            on_skip=self.reporter.trial_skipped, should_stop=self._out_of_time,
+        )
+        if self.cancel.is_set():
+            raise JobCancelled
+        return self._recommend(space, state, confirm_rows)
+
+    def _searched_measurements(self) -> list[Measurement]:
+        with self.db.session() as session:
+            rows = session.scalars(select(Trial).where(
+                Trial.job_id == self.job_id, Trial.phase != "confirm",
+                Trial.interrupted.is_(False),
+            ))
+            return [measurement_of(row) for row in rows]
+
+    def _confirm(
+        self, baseline: Config, candidates: list[Config], stored: list[Trial]
+    ) -> Confirmation:
+        """Interleaved re-measurement; runs stored by an interrupted attempt are reused."""
+        replay: dict[str, deque[Measurement]] = defaultdict(deque)
+        for row in sorted(stored, key=lambda r: r.number):
+            replay[row.config_key].append(measurement_of(row))
+
+        def measure_once(config: Config) -> Measurement | None:
+            if replay[config.key()]:
+                return replay[config.key()].popleft()
+            row = self._measure(config, "confirm")
+            return None if row is None else measurement_of(row)
+
+        self.reporter.phase_started(
+            "confirm", (len(candidates) + 1) * self.options.confirm_rounds
+        )
+        confirmation = confirm(baseline, candidates, self.options.confirm_rounds, measure_once)
+        if confirmation is None:
+            raise JobCancelled
+        return confirmation
+
+    def _recommend(
+        self, space: SearchSpace, state: SearchState, confirm_rows: list[Trial]
+    ) -> dict[str, Any]:
+        searched = self._searched_measurements()
+        baseline = space.baseline()
+        candidates = pick_candidates(searched, baseline, self.options.confirm_top)
+        if not candidates and not any(m.usable for m in searched):
+            raise NoFeasibleConfigError(self._nothing_usable_message(searched))
+        confirmation = self._confirm(baseline, candidates, confirm_rows)
+        if not confirmation.winner.usable:
+            raise NoFeasibleConfigError(
+                "no configuration stayed usable when re-measured (each failed, produced a "
+                "non-finite loss or broke the memory budget); see the trials for their errors"
+            )
+        assert self.probe is not None
+        return build_document(
+            workload_name=self.probe.workload.name,
+            device=self.probe.device,
+            confirmation=confirmation,
+            search_runs=searched,
+            trial_counts=self._trial_counts(state),
+            memory_limited=_memory_limited(confirmation.winner.config, searched),
+            memory_budget_bytes=self.budget,
+            fingerprint=self.probe.fingerprint,
+            space=space.describe(),
+            job_id=self.job_id,
+        )
+
+    def _nothing_usable_message(self, searched: list[Measurement]) -> str:
+        if searched and all(m.outcome == "oom" for m in searched) and self.budget is not None:
+            return (f"every configuration tried exceeded the memory budget of "
+                    f"{_mib(self.budget)}; raise --max-memory or narrow --range batch_size")
+        outcomes = ", ".join(sorted({m.outcome for m in searched})) or "none measured"
+        return (f"no configuration could be measured successfully (outcomes: {outcomes}); "
+                "see the trials' errors and fix the workload")
+
+    def _trial_counts(self, state: SearchState) -> dict[str, Any]:
+        with self.db.session() as session:
+            rows = list(session.scalars(select(Trial).where(
+                Trial.job_id == self.job_id, Trial.interrupted.is_(False))))
+            by_outcome: dict[str, int] = defaultdict(int)
+            for row in rows:
+                by_outcome[row.outcome] += 1
+            ok = by_outcome.get("ok", 0)
+            return {
+                "total": len(rows),
+                "ok": ok,
+                "failed": len(rows) - ok,
+                "pruned": sum(1 for r in rows if r.pruned),
+                "confirm": sum(1 for r in rows if r.phase == "confirm"),
+                "skipped_infeasible": state.skipped,
+                "by_outcome": dict(by_outcome),
+            }
+
+
+def _memory_limited(winner: Config, searched: list[Measurement]) -> bool:
+    """Whether a larger batch at the winner's precision ran out of memory."""
+    return any(
+        m.outcome == "oom" and m.config.amp == winner.amp and m.config.batch_size > winner.batch_size
+        for m in searched
+    )
+
+
+def run_job(
+    db: Database,
+    job_id: int,
+    reporter: Reporter | None = None,
+    cancel: threading.Event | None = None,
+) -> Job:
+    """Run (or resume) job ``job_id`` in this process until it has a recommendation.
+
+    Raises the :class:`AutotuneError` that failed the job after storing it on the job.
+    """
+    reporter = reporter or Reporter()
+    cancel = cancel or threading.Event()
+    job = load_job(db, job_id)
+    options = TuneOptions.model_validate(job.options)
+    _update_job(db, job_id, status="running", started_at=job.started_at or utcnow(),
+                error=None, finished_at=None)
+    try:
+        document = _JobRun(db, job_id, options, reporter, cancel).run()
+    except JobCancelled:
+        _update_job(db, job_id, status="cancelled", finished_at=utcnow())
+    except AutotuneError as exc:
+        _update_job(db, job_id, status="failed", error=str(exc), finished_at=utcnow())
+        reporter.job_finished(load_job(db, job_id))
+        raise
+    except KeyboardInterrupt:
+        _update_job(db, job_id, status="interrupted",
+                    error="interrupted; resume with `autotune run ... --resume`")
+        raise
+    except Exception as exc:
+        _update_job(db, job_id, status="failed", error=f"internal error: {exc!r}",
+                    finished_at=utcnow())
+        raise
+    else:
+        _update_job(db, job_id, status="succeeded", recommendation=document,
+                    finished_at=utcnow())
+    job = load_job(db, job_id)
+    reporter.job_finished(job)
+    return job

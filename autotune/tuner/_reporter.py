@@ -1,0 +1,32 @@
+"""Hooks through which a running job tells its face (CLI progress, worker) what happens."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from autotune.runner import ProbeResult
+    from autotune.space import Config, SearchSpace
+    from autotune.store import Job, Trial
+
+
+class Reporter:
+    """Does nothing; subclass and override what you want to show."""
+
+    def job_started(self, job: Job, probe: ProbeResult, space: SearchSpace) -> None:
+        """The workload was probed and the space is known."""
+
+    def phase_started(self, phase: str, total: int) -> None:
+        """``search`` (``total`` trials to measure) or ``confirm`` (``total`` re-measurements)."""
+
+    def trial_started(self, phase: str, config: Config) -> None:
+        """A trial process is about to start."""
+
+    def trial_finished(self, trial: Trial) -> None:
+        """A trial was measured and stored."""
+
+    def trial_skipped(self, config: Config, reason: str) -> None:
+        """A configuration was ruled out without running it."""
+
+    def job_finished(self, job: Job) -> None:
+        """The job reached a final state."""

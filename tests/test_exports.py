@@ -1,0 +1,107 @@
+"""The exported keyword arguments are the right names and work where they are passed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from autotune.recommend._export import exports
+from autotune.space import Config, DeviceInfo
+
+CPU = DeviceInfo(type="cpu", name="test cpu", memory_bytes=16 * 2**30, cpu_count=4)
+CUDA = DeviceInfo(type="cuda", name="test gpu", memory_bytes=80 * 2**30, index=0,
+                  bf16_supported=True, compute_capability=(9, 0))
+
+
+def dataset() -> TensorDataset:
+    return TensorDataset(torch.arange(40, dtype=torch.float32).reshape(20, 2),
+                         torch.arange(20))
+
+
+def test_exactly_three_sections() -> None:
+    assert set(exports(Config(), CPU)) == {"dataloader", "lightning_trainer",
+                                           "hf_training_arguments"}
+
+
+def test_dataloader_kwargs_with_workers_iterate() -> None:
+    config = Config(batch_size=8, num_workers=2, prefetch_factor=3, persistent_workers=True)
+    kwargs = exports(config, CPU)["dataloader"]
+    assert kwargs == {"batch_size": 8, "num_workers": 2, "pin_memory": False,
+                      "persistent_workers": True, "prefetch_factor": 3}
+    loader = DataLoader(dataset(), **kwargs)
+    sizes = [len(inputs) for inputs, _ in loader]
+    assert sizes == [8, 8, 4]  # drop_last is the user's choice: not exported
+
+
+def test_dataloader_kwargs_without_workers_drop_worker_settings() -> None:
+    # Settings that mean nothing without workers are left out: DataLoader refuses them.
+    config = Config(batch_size=16, num_workers=0, prefetch_factor=4, persistent_workers=True)
+    kwargs = exports(config, CPU)["dataloader"]
+    assert kwargs == {"batch_size": 16, "num_workers": 0, "pin_memory": False}
+    assert [len(inputs) for inputs, _ in DataLoader(dataset(), **kwargs)] == [16, 4]
+
+
+def test_dataloader_default_prefetch_is_left_to_torch() -> None:
+    kwargs = exports(Config(num_workers=2), CPU)["dataloader"]
+    assert "prefetch_factor" not in kwargs
+    assert kwargs["persistent_workers"] is False
+
+
+@pytest.mark.parametrize(("amp", "precision", "fp16", "bf16"), [
+    ("off", "32-true", False, False),
+    ("fp16", "16-mixed", True, False),
+    ("bf16", "bf16-mixed", False, True),
+])
+def test_precision_for_each_amp(amp: str, precision: str, fp16: bool, bf16: bool) -> None:
+    section = exports(Config(amp=amp), CUDA)
+    assert section["lightning_trainer"]["precision"] == precision
+    assert section["hf_training_arguments"]["fp16"] is fp16
+    assert section["hf_training_arguments"]["bf16"] is bf16
+
+
+def test_hf_training_arguments_on_cuda() -> None:
+    config = Config(batch_size=64, num_workers=4, pin_memory=True, prefetch_factor=2,
+                    persistent_workers=True, amp="bf16", tf32=True, grad_accum_steps=4)
+    assert exports(config, CUDA)["hf_training_arguments"] == {
+        "per_device_train_batch_size": 64,
+        "gradient_accumulation_steps": 4,
+        "dataloader_num_workers": 4,
+        "dataloader_pin_memory": True,
+        "dataloader_persistent_workers": True,
+        "dataloader_prefetch_factor": 2,
+        "fp16": False,
+        "bf16": True,
+        "tf32": True,
+    }
+
+
+def test_hf_training_arguments_on_cpu() -> None:
+    hf = exports(Config(batch_size=32, tf32=True), CPU)["hf_training_arguments"]
+    assert hf["use_cpu"] is True
+    assert "tf32" not in hf  # TrainingArguments refuses tf32 without an Ampere GPU
+    assert "dataloader_prefetch_factor" not in hf
+    assert hf["dataloader_persistent_workers"] is False
+
+
+def test_lightning_trainer_cpu_and_cuda() -> None:
+    config = Config(cudnn_benchmark=True, grad_accum_steps=2)
+    on_cuda = exports(config, CUDA)["lightning_trainer"]
+    on_cpu = exports(config, CPU)["lightning_trainer"]
+    assert on_cuda == {"accelerator": "gpu", "precision": "32-true",
+                       "accumulate_grad_batches": 2, "benchmark": True}
+    assert on_cpu == {"accelerator": "cpu", "precision": "32-true",
+                      "accumulate_grad_batches": 2}
+
+
+def test_channels_last_and_device_prefetch_are_not_exported() -> None:
+    plain = exports(Config(), CUDA)
+    tuned = exports(Config(channels_last=True, device_prefetch=True), CUDA)
+    assert plain == tuned
+
+
+def test_exports_are_json() -> None:
+    section = exports(Config(num_workers=2, prefetch_factor=2, amp="fp16"), CUDA)
+    assert json.loads(json.dumps(section)) == section
