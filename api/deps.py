@@ -31,6 +31,13 @@ def get_session(database: Annotated[Database, Depends(get_database)]) -> Iterato
         yield session
 
 
+def get_write_session(database: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
+    """A transaction that reads then writes: on SQLite it takes the write lock up front, since
+    a read transaction cannot become a write one once another connection has written."""
+    with database.session(immediate=True) as session:
+        yield session
+
+
 def get_catalog(settings: Annotated[Settings, Depends(get_settings)]) -> WorkloadCatalog:
     return WorkloadCatalog(settings.workloads_dir)
 
@@ -38,6 +45,7 @@ def get_catalog(settings: Annotated[Settings, Depends(get_settings)]) -> Workloa
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
 SessionDep = Annotated[Session, Depends(get_session)]
+WriteSessionDep = Annotated[Session, Depends(get_write_session)]
 CatalogDep = Annotated[WorkloadCatalog, Depends(get_catalog)]
 
 _bearer = HTTPBearer(auto_error=False, description="The server's AUTOTUNE_API_TOKEN.")

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 
-from api.deps import CatalogDep, DatabaseDep, SessionDep
+from api.deps import CatalogDep, DatabaseDep, SessionDep, WriteSessionDep
 from api.schemas import (
     ErrorPublic,
     JobCreate,
@@ -116,7 +116,7 @@ def read_recommendation(job_id: JobId, session: SessionDep) -> dict[str, Any]:
     responses={**NOT_FOUND, 409: {"model": ErrorPublic,
                                   "description": "The job already succeeded or failed."}},
 )
-def cancel_job(job_id: JobId, session: SessionDep, catalog: CatalogDep) -> JobPublic:
+def cancel_job(job_id: JobId, session: WriteSessionDep, catalog: CatalogDep) -> JobPublic:
     """Cancel a job: a queued one at once; a running one stops its trial within seconds."""
     job = service.request_cancel(session, job_id)
     return job_public(job, service.progress(session, [job])[job_id], catalog)

@@ -15,7 +15,8 @@ __all__ = ["app", "main"]
 def main() -> None:
     """Run the CLI: an autotune error is one line on stderr and exit 1 (traceback: --debug)."""
     try:
-        app(standalone_mode=False)
+        # Without standalone mode click returns an exit code instead of raising it.
+        code = app(standalone_mode=False)
     except AutotuneError as exc:
         if "--debug" in sys.argv:
             raise
@@ -28,3 +29,5 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
+    if isinstance(code, int) and code:
+        sys.exit(code)

@@ -56,7 +56,8 @@ def serve(
     """Serve the REST API (and one embedded worker) on HOST:PORT."""
     import uvicorn
 
-    from api import create_app, load_settings
+    from api.main import create_app
+    from api.settings import load_settings
 
     settings = load_settings(
         host=host, port=port, db=db, workloads_dir=workloads_dir, embedded_worker=worker,

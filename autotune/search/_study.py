@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import optuna
@@ -23,14 +24,18 @@ def make_sampler(space: SearchSpace, n_trials: int, seed: int) -> optuna.sampler
     """
     if space.size() <= n_trials:
         return optuna.samplers.BruteForceSampler(seed=seed, avoid_premature_stop=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return _tpe(seed, n_trials)
+
+
+def _tpe(seed: int, n_trials: int) -> optuna.samplers.TPESampler:
     return optuna.samplers.TPESampler(
         seed=seed,
         multivariate=True,
         group=True,  # the space is conditional: prefetch/persistence exist only with workers
         constant_liar=False,  # one trial at a time per job
         n_startup_trials=max(3, min(10, n_trials // 3)),
-        consider_endpoints=True,
-        warn_independent_sampling=False,
     )
 
 

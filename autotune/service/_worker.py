@@ -123,7 +123,7 @@ class Worker:
         return job_id
 
     def _fail(self, job_id: int, error: str) -> None:
-        with self.db.session() as session:
+        with self.db.session(immediate=True) as session:
             fail(session, job_id, self.worker_id, error)
 
 

@@ -1,0 +1,5 @@
+"""``python -m autotune``: the same as the ``autotune`` console script."""
+
+from autotune.cli import main
+
+main()

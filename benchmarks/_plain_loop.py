@@ -1,0 +1,111 @@
+"""The benchmark's own training loop, independent of autotune's ``TrainingLoop``.
+
+Run as ``python -m benchmarks._plain_loop`` with a JSON request on stdin; prints one JSON line.
+It takes only the workload's factories from autotune (the user's code) and writes the rest
+the way a user would: a ``DataLoader``, the model, the optimizer and ``time.perf_counter``.
+
+Two modes:
+
+- ``loader``: batches come from a DataLoader built with the configuration's settings.
+- ``memory``: a few batches are built once before timing and cycled, already on the device,
+  with no loader at all: the throughput the model alone allows (section 5's limit).
+
+The timed window follows the same rule as autotune's plan (warm-up steps first, then at least
+``min_steps`` steps and ``min_seconds`` seconds), so the two numbers answer the same question.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+
+from autotune.workload import load_workload
+
+#: Distinct batches kept in memory for the ``memory`` mode; values do not change speed.
+_MEMORY_BATCHES = 4
+
+
+def _loader(workload: Any, config: dict[str, Any]) -> DataLoader[Any]:
+    extra: dict[str, Any] = {}
+    if config["num_workers"] > 0:
+        extra["persistent_workers"] = config["persistent_workers"]
+        if config["prefetch_factor"] is not None:
+            extra["prefetch_factor"] = config["prefetch_factor"]
+    return DataLoader(
+        workload.dataset(), batch_size=config["batch_size"], shuffle=True, drop_last=True,
+        num_workers=config["num_workers"], pin_memory=config["pin_memory"],
+        collate_fn=workload.collate_fn, **extra,
+    )
+
+
+def _endless(loader: DataLoader[Any]) -> Iterator[Any]:
+    while True:
+        yield from loader
+
+
+def _prepare(batch: Any, channels_last: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    inputs, target = batch[0], batch[1]
+    if channels_last and inputs.dim() == 4:
+        inputs = inputs.contiguous(memory_format=torch.channels_last)
+    return inputs, target
+
+
+def main() -> None:
+    request = json.loads(sys.stdin.read())
+    config, plan, mode = request["config"], request["plan"], request["mode"]
+    torch.manual_seed(plan.get("seed", 0))
+    workload = load_workload(request["workload"])
+    model = workload.model()
+    if config["channels_last"]:
+        model = model.to(memory_format=torch.channels_last)
+    model.train()
+    optimizer = workload.optimizer(model.parameters())
+    loader = _loader(workload, config)
+    if mode == "memory":
+        kept = [_prepare(b, config["channels_last"])
+                for b in itertools.islice(_endless(loader), _MEMORY_BATCHES)]
+        del loader  # no loader, no workers while timing
+        batches: Iterator[Any] = itertools.cycle(kept)
+    else:
+        batches = (_prepare(b, config["channels_last"]) for b in _endless(loader))
+    dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[config["amp"]]
+
+    def step() -> int:
+        inputs, target = next(batches)
+        if workload.device_transform is not None:
+            inputs = workload.device_transform(inputs)
+        autocast = (torch.autocast("cpu", dtype=dtype) if dtype is not None
+                    else contextlib.nullcontext())
+        with autocast:
+            loss = workload.loss(model(inputs), target)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return int(inputs.shape[0])
+
+    for _ in range(max(plan["warmup_steps"], config["num_workers"] + 1)):
+        step()
+    samples, steps = 0, 0
+    start = time.perf_counter()
+    while True:
+        samples += step()
+        steps += 1
+        elapsed = time.perf_counter() - start
+        if steps >= plan["min_steps"] and elapsed >= plan["min_seconds"]:
+            break
+    print(json.dumps({"outcome": "ok", "samples_per_s": samples / elapsed, "window_s": elapsed,
+                      "steps": steps}), flush=True)
+    os._exit(0)  # do not wait on loader workers at teardown; the parent kills the group
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+"""Everything the suite measured on one workload, handed to each section's table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchmarks._alternatives import Alternative
+from benchmarks._harness import Comparison
+from benchmarks._quality import QualityOutcome
+from benchmarks._search_quality import GridOutcome
+from benchmarks._tuner import TunerOutcome
+
+
+@dataclass(frozen=True)
+class WorkloadResults:
+    name: str
+    grid: GridOutcome
+    tuner: TunerOutcome
+    alternatives: list[Alternative]
+    #: The tuner's pick, the grid's best and every alternative, re-measured in one session.
+    comparison: Comparison
+    quality: QualityOutcome

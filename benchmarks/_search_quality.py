@@ -1,0 +1,113 @@
+"""Section 1, search quality: the tuner's pick against the best of an exhaustive grid."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from autotune.space import Config
+
+from benchmarks._harness import GRID_BEST, TUNER, Run, WorkloadContext, describe, log
+from benchmarks._report import Section, number, ratio
+
+if TYPE_CHECKING:
+    from benchmarks._results import WorkloadResults
+
+
+@dataclass(frozen=True)
+class GridOutcome:
+    """Every configuration of the reduced space, each measured once through the runner."""
+
+    configs: list[Config]
+    runs: dict[str, Run]
+    wall_s: float
+
+    def value(self, config: Config) -> float:
+        run = self.runs.get(config.key())
+        return run.samples_per_s if run is not None and run.ok and run.samples_per_s else 0.0
+
+    def ranked(self) -> list[Config]:
+        return sorted(self.configs, key=self.value, reverse=True)
+
+    def best(self) -> Config:
+        return self.ranked()[0]
+
+    def rank(self, config: Config) -> int | None:
+        """1 for the grid's fastest; None for a configuration outside the grid."""
+        keys = [c.key() for c in self.ranked()]
+        return keys.index(config.key()) + 1 if config.key() in keys else None
+
+
+def grid_configs(ctx: WorkloadContext) -> list[Config]:
+    """Every configuration of the reduced space, built by the tuner's own ``SearchSpace``."""
+    space = ctx.space()
+    names = list(space.searched)
+    configs = {
+        config.key(): config
+        for config in (space.config_from(dict(zip(names, values, strict=True)))
+                       for values in itertools.product(*space.searched.values()))
+    }
+    assert len(configs) == space.size(), "the grid must cover the tuner's whole space"
+    return list(configs.values())
+
+
+def exhaustive_grid(ctx: WorkloadContext) -> GridOutcome:
+    configs = grid_configs(ctx)
+    log(f"{ctx.name}: exhaustive grid of {len(configs)} configurations")
+    started = time.monotonic()
+    runs = {config.key(): ctx.measure(config) for config in configs}
+    wall = time.monotonic() - started
+    failed = sum(1 for run in runs.values() if not run.ok)
+    log(f"{ctx.name}: grid done in {wall:.0f} s ({failed} failed)")
+    return GridOutcome(configs, runs, wall)
+
+
+def section(results: Sequence[WorkloadResults]) -> Section:
+    out = Section(
+        title="1. Search quality: the tuner against an exhaustive grid",
+        intro=(
+            "The grid measures every configuration of the reduced space once; its fastest is the "
+            "true best. The tuner searches the same space with a budget well under the grid's "
+            "size (then confirms its top candidates). Both picks are then re-measured the same "
+            "way, interleaved in one session; *pick / best* is the ratio of those medians."
+        ),
+        columns=["workload", "grid: configs, wall", "tuner: trials (search + confirm), wall",
+                 "true best (grid)", "tuner's pick", "pick's grid rank", "best, samples/s",
+                 "pick, samples/s", "pick / best"],
+    )
+    for result in results:
+        grid, tuner, comparison = result.grid, result.tuner, result.comparison
+        confirm = tuner.counts.get("confirm", 0)
+        rank = grid.rank(tuner.config)
+        out.rows.append([
+            result.name,
+            f"{len(grid.configs)}, {grid.wall_s:.0f} s",
+            f"{tuner.measured} ({tuner.measured - confirm} + {confirm}), {tuner.wall_s:.0f} s",
+            describe(grid.best()),
+            describe(tuner.config),
+            f"{rank} of {len(grid.configs)}" if rank else "outside the grid",
+            number(comparison.median(GRID_BEST)),
+            number(comparison.median(TUNER)),
+            ratio(comparison.relative(TUNER, GRID_BEST)),
+        ])
+        relative = comparison.relative(TUNER, GRID_BEST)
+        if relative is None:
+            out.findings.append(f"{result.name}: a pick failed when re-measured; no ratio.")
+        elif relative < 1.0:
+            how = ("clearly (every run of the grid's best beat every run of the pick)"
+                   if comparison.clearly_apart(TUNER, GRID_BEST)
+                   else "within the run-to-run spread of this machine")
+            out.findings.append(
+                f"{result.name}: **the tuner lost to the grid's best** by "
+                f"{100 * (1 - relative):.0f}%, {how}; it took {tuner.wall_s / grid.wall_s:.0%} "
+                "of the grid's wall time."
+            )
+        else:
+            out.findings.append(
+                f"{result.name}: the tuner's pick matched or beat the grid's single-run best "
+                f"({relative:.2f}x) in {tuner.wall_s / grid.wall_s:.0%} of the grid's wall time."
+            )
+    return out

@@ -1,0 +1,108 @@
+"""What the suite measures and how long it measures it: the full run and the smoke run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from autotune.measure import MeasurePlan
+
+
+@dataclass(frozen=True)
+class WorkloadGrid:
+    """One built-in workload and the reduced space that the grid and the tuner both search."""
+
+    name: str
+    batch_sizes: tuple[int, ...]
+    workers: tuple[int, ...]
+    amp: tuple[str, ...]
+    #: Search trials the tuner may measure (its confirmation runs come on top).
+    tuner_trials: int
+
+    @property
+    def workload(self) -> str:
+        return f"builtin:{self.name}"
+
+    @property
+    def grid_size(self) -> int:
+        return len(self.batch_sizes) * len(self.workers) * len(self.amp)
+
+    def ranges(self) -> dict[str, Any]:
+        """The tuner's ``--range`` values for this space."""
+        return {
+            "batch_size": list(self.batch_sizes),
+            "num_workers": list(self.workers),
+            "amp": list(self.amp),
+        }
+
+
+#: Knobs held at PyTorch's defaults in the reduced space, so the grid stays exhaustive.
+FIXED_KNOBS: dict[str, Any] = {
+    "prefetch_factor": None,
+    "persistent_workers": False,
+    "channels_last": False,
+}
+
+
+@dataclass(frozen=True)
+class SuiteSettings:
+    """Every setting of one suite run; written into the report."""
+
+    label: str
+    grids: tuple[WorkloadGrid, ...]
+    plan: MeasurePlan
+    #: Memory budget given to the tuner, the grid and the batch-size finders alike.
+    max_memory: str
+    trial_timeout_s: float
+    confirm_top: int
+    confirm_rounds: int
+    #: Interleaved fresh-process runs per configuration when comparing methods (sections 1-2).
+    rounds: int
+    #: Fresh-process runs per measurement kind in sections 3 and 5.
+    repeats: int
+    #: Workload and extra trial budgets timed to show how tuning time grows (section 4).
+    growth_workload: str
+    growth_budgets: tuple[int, ...]
+    seed: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+
+_CPU_BATCHES = (32, 64, 128, 256)
+_CPU_WORKERS = (0, 1, 2, 4, 8)
+_CPU_AMP = ("off", "bf16")
+
+FULL = SuiteSettings(
+    label="full",
+    grids=(
+        WorkloadGrid("slow-storage", _CPU_BATCHES, _CPU_WORKERS, _CPU_AMP, tuner_trials=10),
+        WorkloadGrid("image-cnn", _CPU_BATCHES, _CPU_WORKERS, _CPU_AMP, tuner_trials=10),
+        WorkloadGrid("text-transformer", (16, 32, 64), (0, 2), _CPU_AMP, tuner_trials=5),
+    ),
+    plan=MeasurePlan(warmup_steps=3, min_steps=5, min_seconds=1.0),
+    max_memory="4GiB",
+    trial_timeout_s=120.0,
+    confirm_top=2,
+    confirm_rounds=2,
+    rounds=3,
+    repeats=4,
+    growth_workload="slow-storage",
+    growth_budgets=(4, 7),
+)
+
+SMOKE = SuiteSettings(
+    label="smoke",
+    grids=(
+        WorkloadGrid("slow-storage", batch_sizes=(32, 64), workers=(0, 2), amp=("off",),
+                     tuner_trials=2),
+    ),
+    plan=MeasurePlan(warmup_steps=1, min_steps=3, min_seconds=0.3),
+    max_memory="4GiB",
+    trial_timeout_s=60.0,
+    confirm_top=1,
+    confirm_rounds=1,
+    rounds=1,
+    repeats=2,
+    growth_workload="slow-storage",
+    growth_budgets=(1,),
+    notes=("Smoke run: tiny windows and one round; its figures check the plumbing, not speed.",),
+)

@@ -1,0 +1,58 @@
+"""Running the tuner exactly as a user would, through its library call, and timing it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+
+from autotune.space import Config
+from autotune.store import Database, Trial
+from autotune.tuner import create_job, run_job
+
+from benchmarks._harness import WorkloadContext, log
+
+
+@dataclass(frozen=True)
+class TrialTiming:
+    """How one of the tuner's trial processes spent its time."""
+
+    phase: str
+    duration_s: float
+    window_s: float | None
+
+
+@dataclass(frozen=True)
+class TunerOutcome:
+    config: Config
+    n_trials: int
+    wall_s: float
+    #: The recommendation document's trial counts (total, confirm, pruned, ...).
+    counts: dict[str, Any]
+    timings: list[TrialTiming]
+    verdict: str
+
+    @property
+    def measured(self) -> int:
+        """Trial processes the job ran: search and confirmation."""
+        return len(self.timings)
+
+
+def tune(ctx: WorkloadContext, db: Database, n_trials: int) -> TunerOutcome:
+    """One tuning job on the reduced space; wall time includes the probe and confirmation."""
+    log(f"{ctx.name}: tuner, {n_trials} search trials")
+    job_id = create_job(db, ctx.options(n_trials))
+    started = time.monotonic()
+    job = run_job(db, job_id)
+    wall = time.monotonic() - started
+    document = job.recommendation
+    assert document is not None, f"tuning job {job_id} ended {job.status}: {job.error}"
+    with db.session() as session:
+        rows = session.scalars(select(Trial).where(Trial.job_id == job_id).order_by(Trial.number))
+        timings = [TrialTiming(r.phase, r.duration_s or 0.0, r.window_s) for r in rows]
+    config = Config.model_validate(document["config"])
+    log(f"{ctx.name}: tuner picked {config.batch_size=} {config.num_workers=} {config.amp=} "
+        f"in {wall:.0f} s")
+    return TunerOutcome(config, n_trials, wall, document["trials"], timings, document["verdict"])

@@ -1,0 +1,46 @@
+"""Shared fixtures: the failing test workloads, fast measurement settings, databases."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+WORKLOADS = Path(__file__).parent / "workloads"
+
+#: Measurement settings that keep a CPU trial to about two seconds of work.
+FAST = {"warmup_steps": 1, "min_steps": 3, "min_seconds": 0.3}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    skip_cuda = pytest.mark.skip(reason="needs a CUDA device; none is available here")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip_cuda)
+
+
+@pytest.fixture
+def workload_file() -> object:
+    """The path of a test workload in tests/workloads/ by its stem, e.g. ``"raises"``."""
+
+    def path(stem: str) -> str:
+        return str(WORKLOADS / f"{stem}.py")
+
+    return path
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> str:
+    return str(tmp_path / "autotune.db")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Tests never read a developer's own database or token.
+    monkeypatch.delenv("AUTOTUNE_DB", raising=False)
+    monkeypatch.delenv("AUTOTUNE_API_TOKEN", raising=False)
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")

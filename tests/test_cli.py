@@ -1,0 +1,216 @@
+"""The ``autotune`` command line, run as a user runs it: a real process, a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from sqlalchemy import create_engine, text
+
+from autotune.recommend import validate_recommendation
+
+FAST_FLAGS = ["--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1",
+              "--confirm-top", "1", "--confirm-rounds", "1"]
+
+
+def autotune(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True,
+        timeout=timeout, cwd=cwd,
+    )
+
+
+def rows(db: str, query: str) -> list[tuple]:
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.connect() as connection:
+        return list(connection.execute(text(query)))
+
+
+def assert_clear_error(result: subprocess.CompletedProcess[str], phrase: str) -> None:
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("autotune: error: ")
+    assert phrase in lines[0]
+
+
+def test_workloads_lists_the_builtins() -> None:
+    result = autotune("workloads")
+    assert result.returncode == 0
+    for name in ("image-cnn", "text-transformer", "slow-storage"):
+        assert f"builtin:{name}" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "phrase"),
+    [
+        (["missing_file.py"], "does not exist"),
+        (["builtin:no-such-thing"], "unknown built-in workload"),
+        (["WORKLOADS/import_error.py"], "failed to import: ModuleNotFoundError"),
+        (["WORKLOADS/no_function.py"], "has no function 'workload'"),
+        (["WORKLOADS/bad_return.py"], "returned int, expected autotune.Workload"),
+        (["WORKLOADS/tiny.py", "--fix", "colour=blue"], "unknown knob 'colour'"),
+        (["WORKLOADS/tiny.py", "--fix", "batch_size=30"], "multiple of 8"),
+        (["WORKLOADS/tiny.py", "--range", "batch_size=8..100"], "multiple of 8"),
+        (["WORKLOADS/tiny.py", "--fix", "pin_memory=true", "--device", "cpu"],
+         "only has an effect on a CUDA device"),
+        (["WORKLOADS/tiny.py", "--max-memory", "10MB", "--device", "cpu"],
+         "below the"),
+        (["WORKLOADS/tiny.py", "--max-memory", "lots"], "is not a size"),
+        (["WORKLOADS/tiny.py", "--trials", "0"], "--n-trials"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_a_non_zero_exit(
+    args: list[str], phrase: str, db_path: str, workload_file
+) -> None:
+    args = [a.replace("WORKLOADS/", str(Path(workload_file("tiny")).parent) + "/") for a in args]
+    result = autotune("run", *args, "--db", db_path, "--trials", "2", *FAST_FLAGS) \
+        if "--trials" not in args else autotune("run", *args, "--db", db_path, *FAST_FLAGS)
+    assert_clear_error(result, phrase)
+
+
+def test_debug_shows_the_traceback(db_path: str, workload_file) -> None:
+    result = autotune("run", workload_file("bad_return"), "--db", db_path, "--debug")
+    assert result.returncode != 0
+    assert "Traceback" in result.stderr
+
+
+def test_run_end_to_end_writes_a_valid_recommendation(tmp_path: Path, workload_file) -> None:
+    db, out = str(tmp_path / "a.db"), tmp_path / "best.json"
+    result = autotune("run", workload_file("tiny"), "--trials", "4", "--db", db,
+                      "--out", str(out), "--device", "cpu", *FAST_FLAGS)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(out.read_text())
+    validate_recommendation(document)
+    assert document["workload"] == "tiny"
+    assert document["device"]["type"] == "cpu"
+    assert document["baseline"]["config"]["num_workers"] == 0
+    assert document["trials"]["total"] == len(rows(db, "select id from autotune_trials"))
+    # Progress rows and the summary are shown.
+    assert "#1" in result.stdout and "baseline" in result.stdout and "recommended" in result.stdout
+    # The Optuna study lives in the same database (optuna-dashboard can open it).
+    assert rows(db, "select study_name from studies") == [("autotune-job-1",)]
+    # Not applicable on a CPU: never searched, never set.
+    assert document["search_space"]["not_applicable"]["pin_memory"]
+    assert all(json.loads(c)["pin_memory"] is False
+               for (c,) in rows(db, "select config from autotune_trials"))
+
+
+def test_memory_budget_is_respected_and_oom_bounds_larger_batches(
+    tmp_path: Path, workload_file
+) -> None:
+    db, out = str(tmp_path / "m.db"), tmp_path / "best.json"
+    result = autotune(
+        "run", workload_file("memory_hog"), "--trials", "6", "--db", db, "--out", str(out),
+        "--device", "cpu", "--max-memory", "600MiB", "--fix", "num_workers=0",
+        "--range", "batch_size=8..512", *FAST_FLAGS,
+    )
+    assert result.returncode == 0, result.stderr
+    document = json.loads(out.read_text())
+    assert document["metrics"]["peak_memory_bytes"] <= 600 * 2**20
+    trials = rows(db, "select config, outcome from autotune_trials")
+    oom_batches = [json.loads(c)["batch_size"] for c, o in trials if o == "oom"]
+    assert oom_batches, "a batch of 512 MiB cannot fit in 600 MiB with the interpreter"
+    # Once a batch ran out of memory, no larger one (same amp) was run.
+    smallest_oom = min(oom_batches)
+    for config, outcome in trials:
+        batch = json.loads(config)["batch_size"]
+        if batch > smallest_oom:
+            assert outcome == "oom" and batch in oom_batches and batch == smallest_oom or False, \
+                f"batch {batch} ran after batch {smallest_oom} ran out of memory"
+
+
+def _wait_for_trials(db: str, count: int, deadline_s: float) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if os.path.exists(db):
+            try:
+                if len(rows(db, "select id from autotune_trials")) >= count:
+                    return
+            except Exception:
+                pass
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {count} trials after {deadline_s} s")
+
+
+def _kill_tree(pid: int) -> None:
+    victims = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    for victim in victims:
+        try:
+            victim.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(victims, timeout=10)
+
+
+def test_a_killed_run_resumes_without_losing_or_repeating_trials(
+    tmp_path: Path, workload_file
+) -> None:
+    db = str(tmp_path / "r.db")
+    args = ["run", workload_file("tiny"), "--trials", "5", "--db", db, "--out",
+            str(tmp_path / "best.json"), "--device", "cpu", "--no-prune", *FAST_FLAGS]
+    process = subprocess.Popen([sys.executable, "-m", "autotune", *args],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_trials(db, 2, 120)
+    finally:
+        _kill_tree(process.pid)
+    before = rows(db, "select id, number, config_key, samples_per_s from autotune_trials")
+    assert rows(db, "select status from autotune_jobs") == [("running",)]
+
+    result = autotune(*args, "--resume")
+    assert result.returncode == 0, result.stderr
+    after = rows(db, "select id, number, config_key, samples_per_s from autotune_trials")
+    assert set(before) <= set(after), "a finished trial was lost"
+    searched = rows(db, "select config_key from autotune_trials "
+                        "where phase != 'confirm' and interrupted = 0")
+    keys = [key for (key,) in searched]
+    assert len(keys) == len(set(keys)), "a configuration was measured twice"
+    assert len(keys) == 5
+    assert rows(db, "select status from autotune_jobs") == [("succeeded",)]
+
+
+def test_ctrl_c_marks_the_job_interrupted_and_says_how_to_resume(
+    tmp_path: Path, workload_file
+) -> None:
+    db = str(tmp_path / "i.db")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "autotune", "run", workload_file("tiny"), "--trials", "20",
+         "--db", db, "--device", "cpu", *FAST_FLAGS],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    _wait_for_trials(db, 1, 120)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "--resume" in stdout
+    assert rows(db, "select status from autotune_jobs") == [("interrupted",)]
+    assert not psutil.Process().children(recursive=True)
+
+
+def test_bench_remeasures_a_configuration(tmp_path: Path, workload_file) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"config": {"batch_size": 16, "num_workers": 1}}))
+    db = str(tmp_path / "b.db")
+    result = autotune("bench", workload_file("tiny"), "--config", str(config), "--repeats", "2",
+                      "--db", db, "--device", "cpu", "--min-seconds", "0.3", "--min-steps", "3",
+                      "--warmup-steps", "1")
+    assert result.returncode == 0, result.stderr
+    assert "median" in result.stdout and "samples/s" in result.stdout
+    assert len(rows(db, "select id from autotune_trials where phase = 'bench'")) == 2
+
+
+def test_bench_refuses_a_bad_config_file(tmp_path: Path, workload_file) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"config": {"batch_size": 12}}))
+    result = autotune("bench", workload_file("tiny"), "--config", str(config),
+                      "--db", str(tmp_path / "b.db"))
+    assert_clear_error(result, "multiple of 8")
