@@ -319,7 +319,8 @@ def test_submit_and_jobs_commands(service: Service) -> None:
     assert str(refused.exception) == (f"job {job_id} is queued and has no recommendation yet; "
                                       "wait until its status is succeeded")
     bad = runner.invoke(app, ["submit", "tiny", "--fix", "batch_size=12", *server])
-    assert "fixed: batch_size 12 is not a positive multiple of 8" in str(bad.exception)
+    assert str(bad.exception) == ("fixed batch_size='12': batch_size 12 is not a positive "
+                                  "multiple of 8; use 8 or 16")
 
     cancelled = runner.invoke(app, ["jobs", "cancel", str(job_id), *server])
     assert cancelled.output.strip() == f"job {job_id}: cancelled"

@@ -81,7 +81,10 @@ def dominated(config: Config, failed: Config, host_budget: bool) -> bool:
 
 
 def new_study(
-    space: SearchSpace, n_trials: int, seed: int = 0, storage: optuna.storages.BaseStorage | None = None
+    space: SearchSpace,
+    n_trials: int,
+    seed: int = 0,
+    storage: optuna.storages.BaseStorage | None = None,
 ) -> optuna.Study:
     return optuna.create_study(
         storage=storage,

@@ -24,12 +24,15 @@ def _explain(response: httpx.Response) -> str:
     if isinstance(detail, str):
         return detail
     if isinstance(detail, list) and detail:
-        return "; ".join(
-            f"{'.'.join(str(p) for p in item.get('loc', [])[1:]) or 'request'}: "
-            f"{str(item.get('msg', '')).removeprefix('Value error, ')}"
-            for item in detail if isinstance(item, dict)
-        )
+        return "; ".join(_field_message(item) for item in detail if isinstance(item, dict))
     return f"the server answered HTTP {response.status_code}"
+
+
+def _field_message(item: dict[str, Any]) -> str:
+    """``n_trials: Input should be ...``; messages that already name their field stay as is."""
+    where = ".".join(str(part) for part in item.get("loc", [])[1:])
+    message = str(item.get("msg", "")).removeprefix("Value error, ")
+    return message if not where or message.startswith(where) else f"{where}: {message}"
 
 
 class ServiceClient:

@@ -1,0 +1,39 @@
+"""``python -m benchmarks [--smoke] [--output PATH] [--workload NAME ...]``."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from benchmarks._settings import FULL, SMOKE
+from benchmarks._suite import run_suite
+
+DEFAULT_OUTPUT = Path(__file__).resolve().parent / "RESULTS.md"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Measure autotune against an exhaustive grid and the alternatives users "
+                    "have, and write a Markdown report.",
+    )
+    parser.add_argument("--smoke", action="store_true",
+                        help="a tiny run of every section (about two minutes); its figures "
+                             "check the plumbing, not speed")
+    parser.add_argument("--output", type=Path, default=None,
+                        help=f"where to write the report (default: {DEFAULT_OUTPUT} for the "
+                             "full run, a file in the temporary folder for --smoke)")
+    parser.add_argument("--workload", action="append", default=None,
+                        help="only this built-in workload (repeatable; default: all)")
+    args = parser.parse_args(argv)
+    settings = SMOKE if args.smoke else FULL
+    output = args.output or (
+        Path(tempfile.gettempdir()) / "autotune-benchmarks-smoke.md" if args.smoke
+        else DEFAULT_OUTPUT
+    )
+    print(run_suite(settings, output, args.workload))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Section 2: what users do instead of tuning, each measured relative to the tuner's pick."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import optuna
+
+from autotune.space import Config
+
+from benchmarks._harness import TUNER, WorkloadContext, describe, log, run_module
+from benchmarks._report import Section, number, ratio
+from benchmarks._search_quality import GridOutcome
+
+if TYPE_CHECKING:
+    from benchmarks._results import WorkloadResults
+
+#: Asks of the random sampler before giving up on finding another distinct configuration.
+_MAX_ASKS = 1000
+_FINDER_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A configuration found the way a user would without the tuner; None when it cannot apply."""
+
+    method: str
+    config: Config | None
+    how: str
+
+
+def defaults(ctx: WorkloadContext) -> Alternative:
+    return Alternative("PyTorch defaults", ctx.defaults(),
+                       "DataLoader defaults, the workload's own batch size")
+
+
+def checklist(ctx: WorkloadContext) -> Alternative:
+    """The seeds' checklist applied blindly, on the tuner's full space for this device."""
+    return Alternative(
+        "seeds' checklist", ctx.full_space().checklist(),
+        "batch x2, workers = cores, prefetch 2, persistent workers, channels_last on 4-D "
+        "inputs; AMP, pinning and cuDNN items are CUDA-only",
+    )
+
+
+def lightning(ctx: WorkloadContext) -> Alternative:
+    """Lightning's batch-size finder (power mode) and its suggested ``num_workers``."""
+    top = max(ctx.grid.batch_sizes)
+    answer = run_module("benchmarks._finders", {
+        "finder": "lightning", "workload": ctx.grid.workload, "max_batch": top,
+        "budget_bytes": ctx.budget_bytes,
+    }, _FINDER_TIMEOUT_S)
+    if answer["outcome"] != "ok":
+        return Alternative("Lightning rules", None, f"not run: {answer['error']}")
+    config = Config(batch_size=answer["batch_size"], num_workers=answer["num_workers"])
+    return Alternative(
+        "Lightning rules", config,
+        f"Tuner.scale_batch_size(mode='power', init_val={ctx.probe.workload.batch_size}, "
+        f"max_val={top}) -> {answer['batch_size']} in {answer['wall_s']:.0f} s; "
+        f"suggested_max_num_workers -> {answer['num_workers']}",
+    )
+
+
+def accelerate(ctx: WorkloadContext) -> Alternative:
+    """Accelerate's ``find_executable_batch_size``; Accelerate has no rule for workers."""
+    top = max(ctx.grid.batch_sizes)
+    answer = run_module("benchmarks._finders", {
+        "finder": "accelerate", "workload": ctx.grid.workload, "max_batch": top,
+        "budget_bytes": ctx.budget_bytes,
+    }, _FINDER_TIMEOUT_S)
+    if answer["outcome"] != "ok":
+        return Alternative("Accelerate finder", None, f"not run: {answer['error']}")
+    found = int(answer["batch_size"])
+    batch = max(8, found // 8 * 8)  # it shrinks by 0.9x; autotune's knob needs multiples of 8
+    rounded = f", rounded down to {batch}" if batch != found else ""
+    return Alternative(
+        "Accelerate finder", Config(batch_size=batch),
+        f"find_executable_batch_size(starting_batch_size={top}) -> {found}{rounded} in "
+        f"{answer['wall_s']:.0f} s (tried {answer['tried']}); num_workers left at 0",
+    )
+
+
+def random_search(ctx: WorkloadContext, grid: GridOutcome, budget: int, label: str) -> Alternative:
+    """Optuna's ``RandomSampler`` on the same space; each configuration scored by its grid run.
+
+    The grid already measured every configuration once through the same runner, so the random
+    search is replayed on those measurements instead of measuring them a second time.
+    """
+    space = ctx.space()
+    study = optuna.create_study(direction="maximize",
+                                sampler=optuna.samplers.RandomSampler(seed=ctx.settings.seed))
+    seen: dict[str, Config] = {}
+    for _ in range(_MAX_ASKS):
+        if len(seen) >= budget:
+            break
+        trial = study.ask()
+        config = space.suggest(trial)
+        study.tell(trial, grid.value(config))
+        seen.setdefault(config.key(), config)
+    pick = max(seen.values(), key=grid.value)
+    return Alternative(f"Optuna random, {label}", pick,
+                       f"{len(seen)} distinct configurations, RandomSampler(seed="
+                       f"{ctx.settings.seed}), each scored by its grid measurement")
+
+
+def find_alternatives(ctx: WorkloadContext, grid: GridOutcome, search_trials: int,
+                      measured_trials: int) -> list[Alternative]:
+    log(f"{ctx.name}: alternatives (Lightning, Accelerate, random search, checklist)")
+    return [
+        defaults(ctx),
+        lightning(ctx),
+        accelerate(ctx),
+        random_search(ctx, grid, search_trials, f"same --trials ({search_trials})"),
+        random_search(ctx, grid, measured_trials,
+                      f"same trial processes ({measured_trials})"),
+        checklist(ctx),
+    ]
+
+
+def section(results: Sequence[WorkloadResults]) -> Section:
+    out = Section(
+        title="2. Against what users do instead",
+        intro=(
+            "Each alternative's configuration is re-measured in the same interleaved session as "
+            "the tuner's pick; *vs autotune* is its median throughput over the tuner's "
+            "(below 1.00x: the tuner's pick is faster)."
+        ),
+        columns=["workload", "method", "configuration", "how it was found", "samples/s",
+                 "vs autotune"],
+    )
+    for result in results:
+        comparison = result.comparison
+        out.rows.append([result.name, "**autotune**", describe(result.tuner.config),
+                         f"{result.tuner.measured} trial processes, {result.tuner.wall_s:.0f} s",
+                         number(comparison.median(TUNER)), "1.00x"])
+        for alternative in result.alternatives:
+            if alternative.config is None:
+                out.rows.append([result.name, alternative.method, "-", alternative.how,
+                                 "n/a", "n/a"])
+                continue
+            relative = comparison.relative(alternative.method, TUNER)
+            out.rows.append([result.name, alternative.method, describe(alternative.config),
+                             alternative.how, number(comparison.median(alternative.method)),
+                             ratio(relative)])
+            if relative is not None and relative > 1.0:
+                how = ("clearly (every run beat every run of the tuner's pick)"
+                       if comparison.clearly_apart(alternative.method, TUNER)
+                       else "within the run-to-run spread")
+                out.findings.append(
+                    f"{result.name}: **the tuner lost to {alternative.method}** "
+                    f"({describe(alternative.config)}) by {100 * (relative - 1):.0f}%, {how}."
+                )
+    return out

@@ -1,0 +1,145 @@
+"""Sections 3 and 5: measurement quality, and the limit the input pipeline leaves.
+
+One interleaved session per workload runs the tuner's pick three ways, each in a fresh
+process: through autotune's runner, through the benchmark's own plain loop fed by a
+DataLoader, and through the same plain loop with the data already in memory and no loader.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from autotune.space import Config
+
+from benchmarks._harness import (
+    Run,
+    WorkloadContext,
+    cv,
+    describe,
+    interleave,
+    log,
+    median,
+    run_module,
+    throughputs,
+)
+from benchmarks._report import Section, number, percent, ratio
+
+if TYPE_CHECKING:
+    from benchmarks._results import WorkloadResults
+
+RUNNER, PLAIN, IN_MEMORY = "runner", "plain", "memory"
+
+
+@dataclass(frozen=True)
+class QualityOutcome:
+    config: Config
+    runs: dict[str, list[Run]]
+
+    def median(self, kind: str) -> float | None:
+        return median(throughputs(self.runs[kind]))
+
+    def cv(self, kind: str) -> float | None:
+        return cv(throughputs(self.runs[kind]))
+
+    def relative(self, kind: str, reference: str) -> float | None:
+        mine, theirs = self.median(kind), self.median(reference)
+        return None if mine is None or not theirs else mine / theirs
+
+
+def plain_loop(ctx: WorkloadContext, config: Config, mode: str) -> Run:
+    """One run of the benchmark's own loop in a fresh process."""
+    plan = ctx.settings.plan
+    started = time.monotonic()
+    answer = run_module("benchmarks._plain_loop", {
+        "workload": ctx.grid.workload, "config": config.model_dump(), "mode": mode,
+        "plan": {"warmup_steps": plan.warmup_steps, "min_steps": plan.min_steps,
+                 "min_seconds": plan.min_seconds, "seed": plan.seed},
+    }, ctx.settings.trial_timeout_s)
+    return Run(outcome=answer["outcome"], samples_per_s=answer.get("samples_per_s"),
+               duration_s=time.monotonic() - started, window_s=answer.get("window_s"),
+               error=answer.get("error"))
+
+
+def measure_quality(ctx: WorkloadContext, config: Config) -> QualityOutcome:
+    repeats = ctx.settings.repeats
+    log(f"{ctx.name}: runner vs plain loop vs in-memory, {repeats} rounds")
+    runs = interleave({
+        RUNNER: lambda: ctx.measure(config),
+        PLAIN: lambda: plain_loop(ctx, config, "loader"),
+        IN_MEMORY: lambda: plain_loop(ctx, config, "memory"),
+    }, repeats)
+    return QualityOutcome(config, runs)
+
+
+def _session_spread(result: WorkloadResults) -> str:
+    """Median and largest CV over every configuration of the comparison session."""
+    values = [v for runs in result.comparison.runs.values()
+              if (v := cv(throughputs(runs))) is not None]
+    if not values:
+        return "n/a"
+    return f"{percent(median(values))} / {percent(max(values))} ({len(values)} configs)"
+
+
+def measurement_section(results: Sequence[WorkloadResults]) -> Section:
+    out = Section(
+        title="3. Measurement quality",
+        intro=(
+            "The tuner's pick measured repeatedly, each run a fresh process: the spread of "
+            "autotune's runner (coefficient of variation), and the same configuration through "
+            "the benchmark's own plain training loop (a DataLoader, the model, the optimizer and "
+            "time.perf_counter, nothing from autotune's loop). The last column is the spread "
+            "over every configuration of the section 1-2 session."
+        ),
+        columns=["workload", "configuration", "runs each", "runner samples/s", "runner CV",
+                 "plain loop samples/s", "plain loop CV", "plain / runner",
+                 "session CV median / max"],
+    )
+    for result in results:
+        quality = result.quality
+        out.rows.append([
+            result.name, describe(quality.config), str(len(quality.runs[RUNNER])),
+            number(quality.median(RUNNER)), percent(quality.cv(RUNNER)),
+            number(quality.median(PLAIN)), percent(quality.cv(PLAIN)),
+            ratio(quality.relative(PLAIN, RUNNER)), _session_spread(result),
+        ])
+        agreement = quality.relative(PLAIN, RUNNER)
+        if agreement is not None and abs(agreement - 1) > 0.10:
+            out.findings.append(
+                f"{result.name}: the runner and the plain loop disagree by "
+                f"{100 * abs(agreement - 1):.0f}% on the same configuration."
+            )
+    return out
+
+
+def limit_section(results: Sequence[WorkloadResults]) -> Section:
+    out = Section(
+        title="5. The limit: the recommendation against data already in memory",
+        intro=(
+            "End-to-end throughput of the tuner's pick against the same model and settings fed "
+            "from a few batches built before timing and kept in memory, with no loader (on a "
+            "CPU the device is the host, so 'on the device' means in memory). A ratio near "
+            "1.00x means the recommendation hides the input pipeline; the gap is what loading "
+            "still costs. Same session as section 3."
+        ),
+        columns=["workload", "configuration", "runner samples/s", "plain loop samples/s",
+                 "in memory, no loader, samples/s", "runner / in memory",
+                 "plain loop / in memory"],
+    )
+    for result in results:
+        quality = result.quality
+        out.rows.append([
+            result.name, describe(quality.config), number(quality.median(RUNNER)),
+            number(quality.median(PLAIN)), number(quality.median(IN_MEMORY)),
+            ratio(quality.relative(RUNNER, IN_MEMORY)),
+            ratio(quality.relative(PLAIN, IN_MEMORY)),
+        ])
+        hidden = quality.relative(PLAIN, IN_MEMORY)
+        if hidden is not None and hidden < 0.9:
+            out.findings.append(
+                f"{result.name}: with the recommended settings the loader still costs "
+                f"{100 * (1 - hidden):.0f}% of the in-memory throughput."
+            )
+    return out

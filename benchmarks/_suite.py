@@ -1,0 +1,72 @@
+"""The whole suite: measure every workload, then write one report."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from autotune.store import open_database
+
+from benchmarks import _alternatives, _cost, _quality, _search_quality
+from benchmarks._harness import GRID_BEST, TUNER, WorkloadContext, compare, log
+from benchmarks._report import header, render
+from benchmarks._results import WorkloadResults
+from benchmarks._settings import SuiteSettings, WorkloadGrid
+from benchmarks._tuner import TunerOutcome, tune
+
+
+def _measure_workload(grid: WorkloadGrid, settings: SuiteSettings,
+                      db_path: Path) -> tuple[WorkloadResults, WorkloadContext]:
+    ctx = WorkloadContext.open(grid, settings)
+    db = open_database(str(db_path))
+    try:
+        grid_outcome = _search_quality.exhaustive_grid(ctx)
+        tuner = tune(ctx, db, grid.tuner_trials)
+        alternatives = _alternatives.find_alternatives(ctx, grid_outcome, grid.tuner_trials,
+                                                       tuner.measured)
+        configs = {TUNER: tuner.config, GRID_BEST: grid_outcome.best()}
+        configs.update({a.method: a.config for a in alternatives if a.config is not None})
+        comparison = compare(ctx, configs, settings.rounds)
+        quality = _quality.measure_quality(ctx, tuner.config)
+    finally:
+        db.dispose()
+    results = WorkloadResults(grid.name, grid_outcome, tuner, alternatives, comparison, quality)
+    return results, ctx
+
+
+def run_suite(settings: SuiteSettings, output: Path, workloads: list[str] | None = None) -> Path:
+    """Run every section on the chosen workloads (all by default) and write the report."""
+    started = time.monotonic()
+    load_before = os.getloadavg()[0]
+    grids = [g for g in settings.grids if not workloads or g.name in workloads]
+    if not grids:
+        raise SystemExit(f"no workload of the {settings.label} suite matches {workloads}")
+    results: list[WorkloadResults] = []
+    grown: list[TunerOutcome] = []
+    with tempfile.TemporaryDirectory(prefix="autotune-bench-") as workdir:
+        for grid in grids:
+            db_path = Path(workdir) / f"{grid.name}.db"
+            result, ctx = _measure_workload(grid, settings, db_path)
+            results.append(result)
+            if grid.name == settings.growth_workload:
+                db = open_database(str(db_path))
+                try:
+                    grown = _cost.growth(ctx, db, settings.growth_budgets)
+                finally:
+                    db.dispose()
+    growth_name = settings.growth_workload if grown else ""
+    sections = [
+        _search_quality.section(results),
+        _alternatives.section(results),
+        _quality.measurement_section(results),
+        _cost.section(results, grown, growth_name),
+        _quality.limit_section(results),
+    ]
+    wall = time.monotonic() - started
+    report = render(header(settings, wall, (load_before, os.getloadavg()[0])), sections)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(report)
+    log(f"suite done in {wall / 60:.1f} min; report written to {output}")
+    return output
