@@ -174,8 +174,10 @@ class Service:
             process.stop()
 
 
-def start_service(directory: Path, *args: str, env: dict[str, str] | None = None) -> Service:
-    """``autotune serve --no-worker`` on a free port over a SQLite file in ``directory``."""
+def start_service(
+    directory: Path, env: dict[str, str] | None = None, embedded_worker: bool = False
+) -> Service:
+    """``autotune serve`` on a free port over a SQLite file in ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     workloads = directory / "workloads"
     workloads.mkdir(exist_ok=True)
@@ -184,7 +186,8 @@ def start_service(directory: Path, *args: str, env: dict[str, str] | None = None
     port = free_port()
     server = start_autotune(
         ["serve", "--port", str(port), "--db", db_url, "--workloads-dir", str(workloads),
-         "--no-worker", "--log-level", "warning", *args],
+         "--worker" if embedded_worker else "--no-worker", "--heartbeat-timeout", "3",
+         "--log-level", "warning"],
         directory / "server.log", env,
     )
     service = Service(db_url, f"http://127.0.0.1:{port}", server, directory)

@@ -14,13 +14,13 @@ from typing import Any
 import httpx
 import pytest
 import typer
+from conftest_service import AUTOTUNE, Service, clean_env, start_service
 from typer.testing import CliRunner
 
 from api.settings import load_settings
 from autotune.cli._service import register
 from autotune.errors import ConfigError
 from autotune.store import Job, Trial, open_database, utcnow
-from conftest_service import AUTOTUNE, Service, clean_env, start_service
 
 TOKEN = "correct-horse-battery-staple"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,7 +21,9 @@ FAST_FLAGS = ["--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1",
               "--confirm-top", "1", "--confirm-rounds", "1"]
 
 
-def autotune(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def autotune(
+    *args: str, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "autotune", *args], capture_output=True, text=True,
         timeout=timeout, cwd=cwd,
@@ -144,10 +147,8 @@ def _wait_for_trials(db: str, count: int, deadline_s: float) -> None:
 def _kill_tree(pid: int) -> None:
     victims = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
     for victim in victims:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             victim.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
     psutil.wait_procs(victims, timeout=10)
 
 

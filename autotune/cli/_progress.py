@@ -29,7 +29,8 @@ def describe_config(config: dict[str, Any] | Config) -> str:
     for name, value in values.items():
         if name in ("batch_size", "num_workers") or value == defaults.get(name):
             continue
-        parts.append(_SHORT.get(name, name) if value is True else f"{_SHORT.get(name, name)}={value}")
+        label = _SHORT.get(name, name)
+        parts.append(label if value is True else f"{label}={value}")
     return " ".join(parts)
 
 

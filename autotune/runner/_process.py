@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -83,10 +84,8 @@ class _Run:
 
 def kill_group(pid: int) -> None:
     """Kill a trial process and everything it started (its DataLoader workers)."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _read_events(stream: IO[str], events: queue.Queue[dict[str, Any] | None]) -> None:
@@ -100,7 +99,7 @@ def _read_events(stream: IO[str], events: queue.Queue[dict[str, Any] | None]) ->
 
 def _start(request: dict[str, Any]) -> _Run:
     read_fd, write_fd = os.pipe()
-    log = tempfile.TemporaryFile()
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by the caller once classified
     env = dict(os.environ, PYTHONUNBUFFERED="1", **{RESULT_FD_ENV: str(write_fd)})
     process = subprocess.Popen(
         [sys.executable, "-m", "autotune.runner._child"],

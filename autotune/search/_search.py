@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -12,8 +12,8 @@ from optuna.trial import TrialState
 from autotune.search._feasibility import InfeasibleSet
 from autotune.space import Config, SearchSpace
 
-#: Asks in a row that produce nothing new before the space counts as exhausted.
-MAX_FRUITLESS_ASKS = 200
+#: Asks in a row that produce nothing new before an untried configuration is queued.
+FRUITLESS_ASKS_BEFORE_NUDGE = 20
 
 
 @dataclass(frozen=True)
@@ -66,27 +66,46 @@ def fail_interrupted_trials(study: optuna.Study) -> list[optuna.trial.FrozenTria
     return stale
 
 
+def _untried_feasible(space: SearchSpace, state: SearchState, seed: int) -> Config | None:
+    """An untried configuration not known to be infeasible, picked at random (seeded)."""
+    configs = [
+        c for c in space.all_configs()
+        if c.key() not in state.values and state.infeasible.reason(c) is None
+    ]
+    return random.Random(seed + state.measured).choice(configs) if configs else None
+
+
 def run_search(
     study: optuna.Study,
     space: SearchSpace,
     state: SearchState,
     measure: MeasureFn,
     n_trials: int,
-    deadline: float | None = None,
     on_skip: SkipFn | None = None,
     should_stop: Callable[[], bool] | None = None,
+    seed: int = 0,
 ) -> SearchState:
     """Measure configurations until ``n_trials`` have been measured (resumed ones included).
 
     A configuration already measured is never measured again: Optuna is told its known value.
     One that needs at least the memory of a configuration that ran out is skipped unmeasured.
+    When the sampler keeps proposing known configurations, an untried one is queued for it; the
+    search ends early only when the space holds no untried feasible configuration.
     """
     fruitless = 0
-    while state.measured < n_trials and fruitless < MAX_FRUITLESS_ASKS:
-        if (deadline is not None and time.monotonic() >= deadline) or (
-            should_stop is not None and should_stop()
-        ):
+    while state.measured < n_trials:
+        if should_stop is not None and should_stop():
             break
+        if getattr(study.sampler, "exhausted", False):
+            state.exhausted = True
+            break
+        if fruitless >= FRUITLESS_ASKS_BEFORE_NUDGE:
+            untried = _untried_feasible(space, state, seed)
+            if untried is None:
+                state.exhausted = True
+                break
+            study.enqueue_trial(space.params_of(untried), user_attrs={"phase": "search"})
+            fruitless = 0
         trial = study.ask()
         config = space.suggest(trial)
         phase = str(trial.user_attrs.get("phase", "search"))
@@ -115,5 +134,4 @@ def run_search(
             study.tell(trial, state=TrialState.PRUNED)
         else:
             study.tell(trial, observation.value)
-    state.exhausted = fruitless >= MAX_FRUITLESS_ASKS
     return state

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial, TrialState
 
 from autotune.search._pruner import RelativeToBestPruner
 from autotune.space import SearchSpace
@@ -17,13 +19,30 @@ def study_name_for(job_id: int) -> str:
     return f"autotune-job-{job_id}"
 
 
+class ExhaustiveSampler(optuna.samplers.BruteForceSampler):
+    """Optuna's exhaustive sampler, made usable with ask-and-tell.
+
+    When every configuration has been tried it calls ``study.stop()``, which only works inside
+    ``study.optimize``; here the search loop reads :attr:`exhausted` instead.
+    """
+
+    exhausted = False
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
+                    values: Sequence[float] | None) -> None:
+        try:
+            super().after_trial(study, trial, state, values)
+        except RuntimeError:  # raised by study.stop() outside optimize: the space is done
+            self.exhausted = True
+
+
 def make_sampler(space: SearchSpace, n_trials: int, seed: int) -> optuna.samplers.BaseSampler:
     """Exhaustive search when the whole space fits the budget, else multivariate TPE.
 
     Every sampler setting we rely on is set explicitly: Optuna's defaults move between versions.
     """
     if space.size() <= n_trials:
-        return optuna.samplers.BruteForceSampler(seed=seed, avoid_premature_stop=True)
+        return ExhaustiveSampler(seed=seed, avoid_premature_stop=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return _tpe(seed, n_trials)

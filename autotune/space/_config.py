@@ -9,6 +9,9 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 AmpMode = Literal["off", "fp16", "bf16"]
 
+#: What ``DataLoader`` uses when ``prefetch_factor`` is left unset and there are workers.
+TORCH_DEFAULT_PREFETCH_FACTOR = 2
+
 
 class Config(BaseModel):
     """The knob values of one trial; field names are the recommendation JSON's keys.
@@ -68,11 +71,14 @@ class Config(BaseModel):
     def normalized(self) -> Config:
         """The same configuration with settings that cannot take effect reset.
 
-        ``prefetch_factor`` and ``persistent_workers`` mean nothing without workers, so two
-        configurations that differ only there are one configuration.
+        ``prefetch_factor`` and ``persistent_workers`` mean nothing without workers, and an
+        unset ``prefetch_factor`` with workers is PyTorch's default of 2: configurations that
+        differ only there are one configuration.
         """
         if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers):
             return self.model_copy(update={"prefetch_factor": None, "persistent_workers": False})
+        if self.num_workers > 0 and self.prefetch_factor is None:
+            return self.model_copy(update={"prefetch_factor": TORCH_DEFAULT_PREFETCH_FACTOR})
         return self
 
     def key(self) -> str:

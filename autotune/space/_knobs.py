@@ -33,7 +33,8 @@ def _cuda_only(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
 
 def _four_d_inputs(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
     if workload.input_batch_ndim != 4:
-        return f"only applies to 4-D (image) inputs; this workload's are {workload.input_batch_ndim}-D"
+        ndim = workload.input_batch_ndim
+        return f"only applies to 4-D (image) inputs; this workload's are {ndim}-D"
     return None
 
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 import optuna
 from pydantic import ValidationError
 
 from autotune.errors import ConfigError
-from autotune.space._config import Config
+from autotune.space._config import TORCH_DEFAULT_PREFETCH_FACTOR, Config
 from autotune.space._facts import DeviceInfo, WorkloadInfo
 from autotune.space._knobs import KNOBS, amp_modes, default_max_workers
 
@@ -137,6 +137,10 @@ class SearchSpace:
                 values = self._narrow(name, values, parsed_ranges[name])
             if name in fixed_values:
                 values = (fixed_values[name],)
+                if name == "batch_size" and not self._batch_allowed(values[0]):
+                    raise ConfigError(self._batch_refusal(values[0]))
+            if not values:
+                raise ConfigError(self._no_values_left(name))
             self.choices[name] = values
         self._check_amp_fix(fixed_values)
         self._baseline_overrides = {
@@ -196,6 +200,19 @@ class SearchSpace:
                 f"(allowed: {', '.join(map(str, values))}); widen the range"
             )
         return narrowed
+
+    def _batch_refusal(self, batch: int) -> str:
+        if batch > self._batch_upper_bound():
+            return (f"--fix batch_size={batch} is larger than the dataset "
+                    f"({self.workload.dataset_length} samples); use a smaller batch")
+        return (f"--fix batch_size={batch} does not divide --effective-batch "
+                f"{self.effective_batch}; pick a batch size that divides it")
+
+    def _no_values_left(self, name: str) -> str:
+        if name == "batch_size":
+            return (f"no batch size fits: the dataset has {self.workload.dataset_length} "
+                    "samples, fewer than the smallest batch of 8; give it more samples")
+        return f"no value of {name} is left to try; widen its range"
 
     def _batch_allowed(self, batch: int) -> bool:
         if batch > self._batch_upper_bound():
@@ -267,6 +284,18 @@ class SearchSpace:
                 return False
         return True
 
+    def all_configs(self) -> Iterator[Config]:
+        """Every distinct configuration of the space (workers-only knobs only with workers)."""
+        workerless = [n for n in self.choices if not KNOBS[n].needs_workers]
+        with_workers = [n for n in self.choices if KNOBS[n].needs_workers]
+        for combo in itertools.product(*(self.choices[n] for n in workerless)):
+            values = dict(zip(workerless, combo, strict=True))
+            if values["num_workers"] == 0:
+                yield self.config_from(values)
+                continue
+            for extra in itertools.product(*(self.choices[n] for n in with_workers)):
+                yield self.config_from({**values, **dict(zip(with_workers, extra, strict=True))})
+
     def size(self) -> int:
         """How many distinct configurations the space holds."""
         workerless = {n: v for n, v in self.choices.items() if not KNOBS[n].needs_workers}
@@ -284,6 +313,8 @@ class SearchSpace:
 
     def _nearest(self, name: str, wanted: Any) -> Any:
         choices = self.choices[name]
+        if name == "prefetch_factor" and wanted is None:
+            wanted = TORCH_DEFAULT_PREFETCH_FACTOR
         if wanted in choices:
             return wanted
         if isinstance(wanted, int) and not isinstance(wanted, bool):

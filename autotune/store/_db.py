@@ -56,7 +56,7 @@ class Database:
         self.url = url
         try:
             self.engine = create_engine(url, pool_pre_ping=True, **self._engine_options(url))
-        except (ArgumentError, ImportError) as exc:
+        except (ArgumentError, ImportError, ValueError) as exc:
             raise StoreError(
                 f"cannot open database {url!r}: {exc}; pass --db as a file path, "
                 "sqlite:///FILE or postgresql://USER@HOST/DB"

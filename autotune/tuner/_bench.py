@@ -82,7 +82,7 @@ def bench(
         stored = session.get(Job, job_id)
         assert stored is not None
         stored.status, stored.finished_at = "succeeded", utcnow()
-        stored.trials  # load before the session closes
+        list(stored.trials)  # load the rows before the session closes
         session.flush()
         session.expunge_all()
         return stored

@@ -243,6 +243,7 @@ class _JobRun:
         run_search(
             study, space, state, self._search_observation, self.options.n_trials,
             on_skip=self.reporter.trial_skipped, should_stop=self._out_of_time,
+            seed=self.options.seed,
         )
         if self.cancel.is_set():
             raise JobCancelled
@@ -336,7 +337,8 @@ class _JobRun:
 def _memory_limited(winner: Config, searched: list[Measurement]) -> bool:
     """Whether a larger batch at the winner's precision ran out of memory."""
     return any(
-        m.outcome == "oom" and m.config.amp == winner.amp and m.config.batch_size > winner.batch_size
+        m.outcome == "oom" and m.config.amp == winner.amp
+        and m.config.batch_size > winner.batch_size
         for m in searched
     )
 

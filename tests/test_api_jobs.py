@@ -1,0 +1,135 @@
+"""Jobs that really run: a real server and real worker processes, driven over HTTP.
+
+A full job to its recommendation (the server's embedded worker), a worker killed with
+SIGKILL mid-job and replaced, and a cancel that stops the running trial.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+from conftest_service import FAST_JOB, Process, Service, start_service, wait_for
+
+from autotune.store import Trial, open_database
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    running = start_service(tmp_path_factory.mktemp("jobs"))
+    yield running
+    running.stop()
+
+
+def job_state(http: httpx.Client, job_id: int) -> dict[str, Any]:
+    response = http.get(f"/v1/jobs/{job_id}")
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def wait_until_finished(http: httpx.Client, job_id: int, timeout_s: float) -> dict[str, Any]:
+    return wait_for(
+        lambda: (job := job_state(http, job_id))["status"] in ("succeeded", "failed",
+                                                                "cancelled") and job,
+        timeout_s, f"job {job_id} to finish",
+    )
+
+
+def trial_processes(worker: Process) -> list[psutil.Process]:
+    return psutil.Process(worker.pid).children(recursive=True)
+
+
+def stored_trials(service: Service, job_id: int) -> list[Trial]:
+    db = open_database(service.db_url)
+    try:
+        with db.session() as session:
+            rows = list(session.query(Trial).filter(Trial.job_id == job_id)
+                        .order_by(Trial.number))
+            session.expunge_all()
+            return rows
+    finally:
+        db.dispose()
+
+
+def test_a_full_job_on_the_embedded_worker_ends_in_a_recommendation(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # `autotune serve` as users start it: API and one worker in one process.
+    service = start_service(tmp_path_factory.mktemp("embedded"), embedded_worker=True)
+    try:
+        with service.client() as http:
+            submitted = http.post("/v1/jobs", json={"workload": "builtin:slow-storage",
+                                                    **FAST_JOB})
+            assert submitted.status_code == 202
+            job_id = submitted.json()["id"]
+            job = wait_until_finished(http, job_id, 150)
+            assert job["status"] == "succeeded", job["error"]
+            assert job["recommendation_ready"] and job["attempts"] == 1
+            assert job["progress"]["trials_done"] == FAST_JOB["n_trials"]
+            assert job["progress"]["best"]["samples_per_s"] > 0
+            document = http.get(f"/v1/jobs/{job_id}/recommendation").json()
+            assert document["schema"] == "autotune.recommendation/v1"
+            assert document["workload"] == "slow-storage"
+            assert set(document["config"]) >= {"batch_size", "num_workers", "amp"}
+            trials = http.get(f"/v1/jobs/{job_id}/trials").json()
+            assert trials["count"] == len(trials["data"]) >= FAST_JOB["n_trials"]
+            assert {t["outcome"] for t in trials["data"]} == {"ok"}
+    finally:
+        service.stop()
+
+
+def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost_or_repeated(
+    service: Service,
+) -> None:
+    first = service.start_worker(heartbeat_timeout_s=3)
+    with service.client() as http:
+        job_id = http.post("/v1/jobs", json={"workload": "tiny", **FAST_JOB,
+                                             "n_trials": 5}).json()["id"]
+        # Kill it while a trial runs, after at least two have finished.
+        wait_for(lambda: job_state(http, job_id)["progress"]["trials_done"] >= 2
+                 and trial_processes(first), 120, "two finished trials and a third running")
+        before = {t.number: t for t in stored_trials(service, job_id)}
+        first.kill_tree()
+        assert job_state(http, job_id)["status"] == "running"  # until its heartbeat is stale
+
+        service.start_worker(heartbeat_timeout_s=3)
+        job = wait_until_finished(http, job_id, 180)
+        assert job["status"] == "succeeded", job["error"]
+        assert job["attempts"] == 2
+        assert http.get(f"/v1/jobs/{job_id}/recommendation").status_code == 200
+
+    after = stored_trials(service, job_id)
+    numbers = [(t.phase, t.number) for t in after]
+    assert len(numbers) == len(set(numbers))
+    by_number = {t.number: t for t in after}
+    for number, trial in before.items():  # every finished trial is still there, unchanged
+        kept = by_number[number]
+        assert (kept.config_key, kept.outcome, kept.samples_per_s) == \
+            (trial.config_key, trial.outcome, trial.samples_per_s)
+    interrupted = [t for t in after if t.interrupted]
+    assert len(interrupted) == 1 and interrupted[0].outcome == "crashed"
+    searched = [t.config_key for t in after if t.phase != "confirm" and not t.interrupted]
+    assert len(searched) == len(set(searched))  # no configuration measured twice
+    assert len(searched) == 5
+
+
+def test_cancel_stops_the_running_trial_and_keeps_what_was_measured(service: Service) -> None:
+    worker = service.workers[-1] if service.workers else service.start_worker()
+    with service.client() as http:
+        job_id = http.post("/v1/jobs", json={"workload": "tiny", **FAST_JOB,
+                                             "n_trials": 20}).json()["id"]
+        wait_for(lambda: job_state(http, job_id)["progress"]["trials_done"] >= 1
+                 and trial_processes(worker), 120, "a finished trial and a running one")
+        response = http.post(f"/v1/jobs/{job_id}/cancel")
+        assert response.status_code == 202
+        assert response.json()["cancel_requested"] is True
+        job = wait_until_finished(http, job_id, 20)
+        assert job["status"] == "cancelled"
+        assert job["progress"]["trials_done"] >= 1
+        wait_for(lambda: not trial_processes(worker), 10, "the trial processes to exit")
+        assert http.get(f"/v1/jobs/{job_id}/recommendation").status_code == 409
