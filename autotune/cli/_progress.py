@@ -82,15 +82,15 @@ class RichReporter(Reporter):
     def trial_finished(self, trial: Trial) -> None:
         speed = f"{trial.samples_per_s:,.1f} samples/s" if trial.samples_per_s else "-"
         self.console.print(
-            f"#{trial.number:<3} {trial.phase:<9} {describe_config(trial.config):<58} "
-            f"{speed:>20}  peak {mib(trial.peak_memory_bytes):>10}  {_outcome_text(trial)}",
+            f"#{trial.number:<3} {trial.phase:<9} {speed:>18}  peak {mib(trial.peak_memory_bytes)}"
+            f"  {describe_config(trial.config)}  {_outcome_text(trial)}",
             highlight=False,
         )
         if self.task is not None:
             self.progress.advance(self.task)
 
     def trial_skipped(self, config: Config, reason: str) -> None:
-        self.console.print(f"     skipped   {describe_config(config):<58} not run: {reason}",
+        self.console.print(f"     skipped   {describe_config(config)}: not run, {reason}",
                            style="dim", highlight=False)
 
     def job_finished(self, job: Job) -> None:

@@ -75,6 +75,11 @@ def device_info(device: torch.device) -> DeviceInfo:
     )
 
 
+def _cudnn_version() -> int | None:
+    cudnn = torch.backends.cudnn
+    return cudnn.version() if cudnn.is_available() else None
+
+
 def fingerprint(device: torch.device) -> dict[str, Any]:
     """Device, CPU and software versions: what a reader needs to reproduce a number."""
     info = device_info(device)
@@ -88,7 +93,7 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
         "host_memory_bytes": int(psutil.virtual_memory().total),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "cudnn": _cudnn_version(),
         "python": platform.python_version(),
         "platform": platform.platform(),
     }

@@ -105,7 +105,7 @@ class TrainingLoop:
         apply_backend_flags(config, device)
         model = workload.model().to(device)
         if config.channels_last:
-            model = model.to(memory_format=torch.channels_last)
+            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         model.train()
         self.model = model
         self.optimizer = workload.optimizer(model.parameters())

@@ -130,7 +130,7 @@ class _JobRun:
             session.expunge_all()
         searched = [r for r in rows if r.phase != "confirm" and not r.interrupted]
         for row in searched:
-            state.values[row.config_key] = row.samples_per_s if row.usable else 0.0
+            state.values[row.config_key] = (row.samples_per_s or 0.0) if row.usable else 0.0
             state.measured += 1
             if ran_out_of_memory(row):
                 state.infeasible.add(Config.model_validate(row.config))

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import cast
 
 from autotune.errors import WorkloadError
 from autotune.workload._contract import Workload
@@ -122,7 +123,7 @@ def load_factory(ref: WorkloadRef) -> Callable[[], object]:
     if not callable(factory):
         raise WorkloadError(f"{ref} is a {type(factory).__name__}, not a function returning a "
                             "Workload; make it a function")
-    return factory
+    return cast(Callable[[], object], factory)
 
 
 def load_workload(spec: str | WorkloadRef) -> Workload:
