@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import optuna
 
 from autotune.space import Config
-
 from benchmarks._harness import TUNER, WorkloadContext, describe, log, run_module
 from benchmarks._report import Section, number, ratio
 from benchmarks._search_quality import GridOutcome
@@ -148,8 +147,11 @@ def section(results: Sequence[WorkloadResults]) -> Section:
                 how = ("clearly (every run beat every run of the tuner's pick)"
                        if comparison.clearly_apart(alternative.method, TUNER)
                        else "within the run-to-run spread")
+                outside = ("; this configuration lies outside the reduced space the tuner searched"
+                           if result.grid.rank(alternative.config) is None else "")
                 out.findings.append(
                     f"{result.name}: **the tuner lost to {alternative.method}** "
-                    f"({describe(alternative.config)}) by {100 * (relative - 1):.0f}%, {how}."
+                    f"({describe(alternative.config)}) by {100 * (relative - 1):.0f}%, {how}"
+                    f"{outside}."
                 )
     return out

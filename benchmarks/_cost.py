@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autotune.store import Database
-
 from benchmarks._harness import WorkloadContext
 from benchmarks._report import Section, number, percent
 from benchmarks._tuner import TunerOutcome, tune

@@ -44,7 +44,7 @@ def lightning_finder(workload: Workload, max_batch: int, budget_bytes: int) -> d
     """Lightning's ``Tuner.scale_batch_size`` (mode "power") and its ``num_workers`` rule."""
     import lightning as L
     from lightning.fabric.utilities.data import suggested_max_num_workers
-    from lightning.pytorch.tuner import Tuner
+    from lightning.pytorch.tuner.tuning import Tuner
 
     class Wrapped(L.LightningModule):
         def __init__(self) -> None:
@@ -86,7 +86,7 @@ def accelerate_finder(workload: Workload, max_batch: int, budget_bytes: int) -> 
 
     tried: list[int] = []
 
-    @find_executable_batch_size(starting_batch_size=max_batch)
+    @find_executable_batch_size(starting_batch_size=max_batch)  # type: ignore[untyped-decorator]
     def train(batch_size: int) -> int:
         tried.append(batch_size)
         model = workload.model()

@@ -23,7 +23,6 @@ from typing import Any
 from autotune.runner import ProbeResult, kill_group, probe_workload, run_trial
 from autotune.space import Config, SearchSpace
 from autotune.tuner import TuneOptions, parse_memory
-
 from benchmarks._settings import FIXED_KNOBS, SuiteSettings, WorkloadGrid
 
 #: Names of the two reference methods in a comparison session.

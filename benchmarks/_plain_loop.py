@@ -66,7 +66,7 @@ def main() -> None:
     workload = load_workload(request["workload"])
     model = workload.model()
     if config["channels_last"]:
-        model = model.to(memory_format=torch.channels_last)
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     model.train()
     optimizer = workload.optimizer(model.parameters())
     loader = _loader(workload, config)

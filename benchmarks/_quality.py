@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autotune.space import Config
-
 from benchmarks._harness import (
     Run,
     WorkloadContext,

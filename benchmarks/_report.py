@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 import torch
 
 from autotune.measure import fingerprint
-
 from benchmarks._settings import FIXED_KNOBS, SuiteSettings
 
 _PACKAGES = ("autotune", "torch", "optuna", "sqlalchemy", "lightning", "accelerate")

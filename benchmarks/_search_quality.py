@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autotune.space import Config
-
 from benchmarks._harness import GRID_BEST, TUNER, Run, WorkloadContext, describe, log
 from benchmarks._report import Section, number, ratio
 

@@ -76,9 +76,9 @@ FULL = SuiteSettings(
     grids=(
         WorkloadGrid("slow-storage", _CPU_BATCHES, _CPU_WORKERS, _CPU_AMP, tuner_trials=10),
         WorkloadGrid("image-cnn", _CPU_BATCHES, _CPU_WORKERS, _CPU_AMP, tuner_trials=10),
-        WorkloadGrid("text-transformer", (16, 32, 64), (0, 2), _CPU_AMP, tuner_trials=5),
+        WorkloadGrid("text-transformer", (16, 32, 64), (0, 2), _CPU_AMP, tuner_trials=4),
     ),
-    plan=MeasurePlan(warmup_steps=3, min_steps=5, min_seconds=1.0),
+    plan=MeasurePlan(warmup_steps=2, min_steps=3, min_seconds=1.0),
     max_memory="4GiB",
     trial_timeout_s=120.0,
     confirm_top=2,
@@ -86,7 +86,7 @@ FULL = SuiteSettings(
     rounds=3,
     repeats=4,
     growth_workload="slow-storage",
-    growth_budgets=(4, 7),
+    growth_budgets=(4,),
 )
 
 SMOKE = SuiteSettings(
@@ -95,7 +95,7 @@ SMOKE = SuiteSettings(
         WorkloadGrid("slow-storage", batch_sizes=(32, 64), workers=(0, 2), amp=("off",),
                      tuner_trials=2),
     ),
-    plan=MeasurePlan(warmup_steps=1, min_steps=3, min_seconds=0.3),
+    plan=MeasurePlan(warmup_steps=1, min_steps=2, min_seconds=0.2),
     max_memory="4GiB",
     trial_timeout_s=60.0,
     confirm_top=1,

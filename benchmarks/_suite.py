@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 from autotune.store import open_database
-
 from benchmarks import _alternatives, _cost, _quality, _search_quality
 from benchmarks._harness import GRID_BEST, TUNER, WorkloadContext, compare, log
 from benchmarks._report import header, render

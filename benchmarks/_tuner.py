@@ -11,8 +11,7 @@ from sqlalchemy import select
 from autotune.space import Config
 from autotune.store import Database, Trial
 from autotune.tuner import create_job, run_job
-
-from benchmarks._harness import WorkloadContext, log
+from benchmarks._harness import WorkloadContext, describe, log
 
 
 @dataclass(frozen=True)
@@ -53,6 +52,5 @@ def tune(ctx: WorkloadContext, db: Database, n_trials: int) -> TunerOutcome:
         rows = session.scalars(select(Trial).where(Trial.job_id == job_id).order_by(Trial.number))
         timings = [TrialTiming(r.phase, r.duration_s or 0.0, r.window_s) for r in rows]
     config = Config.model_validate(document["config"])
-    log(f"{ctx.name}: tuner picked {config.batch_size=} {config.num_workers=} {config.amp=} "
-        f"in {wall:.0f} s")
+    log(f"{ctx.name}: tuner picked {describe(config)} in {wall:.0f} s")
     return TunerOutcome(config, n_trials, wall, document["trials"], timings, document["verdict"])

@@ -88,8 +88,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost_or_repeated(
 ) -> None:
     first = service.start_worker(heartbeat_timeout_s=3)
     with service.client() as http:
-        job_id = http.post("/v1/jobs", json={"workload": "tiny", **FAST_JOB,
-                                             "n_trials": 5}).json()["id"]
+        job_id = http.post("/v1/jobs", json={"workload": "tiny", **FAST_JOB}).json()["id"]
         # Kill it while a trial runs, after at least two have finished.
         wait_for(lambda: job_state(http, job_id)["progress"]["trials_done"] >= 2
                  and trial_processes(first), 120, "two finished trials and a third running")
@@ -113,9 +112,10 @@ def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost_or_repeated(
             (trial.config_key, trial.outcome, trial.samples_per_s)
     interrupted = [t for t in after if t.interrupted]
     assert len(interrupted) == 1 and interrupted[0].outcome == "crashed"
+    assert interrupted[0].number not in before
     searched = [t.config_key for t in after if t.phase != "confirm" and not t.interrupted]
     assert len(searched) == len(set(searched))  # no configuration measured twice
-    assert len(searched) == 5
+    assert len(searched) == FAST_JOB["n_trials"]
 
 
 def test_cancel_stops_the_running_trial_and_keeps_what_was_measured(service: Service) -> None:

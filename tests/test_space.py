@@ -421,13 +421,16 @@ def test_fixed_batch_must_divide_the_effective_batch() -> None:
 
 
 def test_batch_upper_bound_from_dataset_length() -> None:
+    # An epoch must hold at least MIN_STEPS_PER_EPOCH (8) batches: 100 samples allow only 8.
     small = WorkloadInfo(name="small", dataset_length=100, input_batch_ndim=4, batch_size=32)
-    assert max(SearchSpace(CPU, small).choices["batch_size"]) == 96
+    assert max(SearchSpace(CPU, small).choices["batch_size"]) == 8
     exact = WorkloadInfo(name="exact", dataset_length=384, input_batch_ndim=4, batch_size=32)
-    assert max(SearchSpace(CPU, exact).choices["batch_size"]) == 384
+    assert max(SearchSpace(CPU, exact).choices["batch_size"]) == 48
     iterable = WorkloadInfo(name="it", dataset_length=None, input_batch_ndim=4, batch_size=32)
     assert max(SearchSpace(CPU, iterable).choices["batch_size"]) == 2048
-    assert SearchSpace(CPU, small, effective_batch=256).choices["batch_size"] == (8, 16, 32, 64)
+    medium = WorkloadInfo(name="medium", dataset_length=1024, input_batch_ndim=4, batch_size=32)
+    assert SearchSpace(CPU, medium, effective_batch=256).choices["batch_size"] == (
+        8, 16, 32, 64, 128)
 
 
 def test_dataset_smaller_than_the_smallest_batch_is_a_config_error() -> None:
@@ -511,8 +514,8 @@ def test_checklist_differs_from_baseline_and_lies_in_the_space(
 def test_contains_rejects_configurations_outside_the_space() -> None:
     small = WorkloadInfo(name="small", dataset_length=1000, input_batch_ndim=4, batch_size=32)
     space = SearchSpace(CPU, small, ranges={"num_workers": "0..4"})
-    assert space.contains(Config(batch_size=768))
-    assert not space.contains(Config(batch_size=1024))
+    assert space.contains(Config(batch_size=96))  # 1000 samples: at most 125 -> 120 per batch
+    assert not space.contains(Config(batch_size=128))
     assert not space.contains(Config(pin_memory=True))
     assert not space.contains(Config(amp="bf16"))
     assert not space.contains(Config(num_workers=8))

@@ -14,6 +14,7 @@ from rich.console import Console
 from sqlalchemy import select
 
 from autotune.errors import ConfigError
+from autotune.measure import MeasurePlan
 from autotune.space import check_knob_settings, parse_assignments
 from autotune.store import Database, Job, open_database
 from autotune.tuner import TuneOptions, bench, create_job, read_config, run_job
@@ -26,6 +27,8 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console(stderr=False, highlight=False)
+
+_PLAN = MeasurePlan()  # the measurement window's defaults, shared with TuneOptions
 
 DbOption = Annotated[str | None, typer.Option(
     "--db", help="Database URL or SQLite file (default: $AUTOTUNE_DB or ./autotune.db).")]
@@ -98,9 +101,11 @@ def run(
         help="Seconds the whole search may take.")] = None,
     device: DeviceOption = "auto",
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of each trial.")] = 0,
-    min_seconds: Annotated[float, typer.Option(help="Shortest timed window (s).")] = 3.0,
-    min_steps: Annotated[int, typer.Option(help="Fewest timed steps.")] = 20,
-    warmup_steps: Annotated[int, typer.Option(help="Fewest untimed warm-up steps.")] = 5,
+    min_seconds: Annotated[float, typer.Option(
+        help="Shortest timed window (s).")] = _PLAN.min_seconds,
+    min_steps: Annotated[int, typer.Option(help="Fewest timed steps.")] = _PLAN.min_steps,
+    warmup_steps: Annotated[int, typer.Option(
+        help="Fewest untimed warm-up steps.")] = _PLAN.warmup_steps,
     confirm_top: Annotated[int, typer.Option(help="Best candidates to re-measure.")] = 3,
     confirm_rounds: Annotated[int, typer.Option(help="Re-measurements of each.")] = 3,
     prune: Annotated[bool, typer.Option(help="Stop clearly slow trials early.")] = True,
@@ -159,9 +164,11 @@ def bench_command(
     device: DeviceOption = "auto",
     max_memory: Annotated[str | None, typer.Option(help="Memory budget, as for run.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds one trial may take.")] = 180.0,
-    min_seconds: Annotated[float, typer.Option(help="Shortest timed window (s).")] = 3.0,
-    min_steps: Annotated[int, typer.Option(help="Fewest timed steps.")] = 20,
-    warmup_steps: Annotated[int, typer.Option(help="Fewest untimed warm-up steps.")] = 5,
+    min_seconds: Annotated[float, typer.Option(
+        help="Shortest timed window (s).")] = _PLAN.min_seconds,
+    min_steps: Annotated[int, typer.Option(help="Fewest timed steps.")] = _PLAN.min_steps,
+    warmup_steps: Annotated[int, typer.Option(
+        help="Fewest untimed warm-up steps.")] = _PLAN.warmup_steps,
     debug: DebugOption = False,
 ) -> None:
     """Re-measure one configuration of WORKLOAD in fresh processes."""

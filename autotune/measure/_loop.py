@@ -33,8 +33,8 @@ class MeasurePlan:
     ``warmup_steps`` and until every loader worker has delivered a batch.
     """
 
-    warmup_steps: int = 5
-    min_steps: int = 20
+    warmup_steps: int = 3
+    min_steps: int = 10
     min_seconds: float = 3.0
     progress_interval_s: float = 0.5
     seed: int = 0

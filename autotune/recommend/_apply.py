@@ -142,9 +142,9 @@ class Recommendation:
         scaled = loss / steps if steps > 1 else loss
         scaler = self.grad_scaler()
         if scaler is not None:
-            scaler.scale(scaled).backward()  # type: ignore[no-untyped-call]
+            scaler.scale(scaled).backward()
         else:
-            scaled.backward()  # type: ignore[no-untyped-call]
+            scaled.backward()
         self._micro_steps += 1
         if self._micro_steps % steps:
             return False

@@ -18,6 +18,8 @@ from autotune.space._knobs import KNOBS, amp_modes, default_max_workers
 _TRUE_WORDS = {"true", "yes", "on", "1"}
 _FALSE_WORDS = {"false", "no", "off", "0"}
 _NULL_WORDS = {"null", "none", "default"}
+#: A batch size is searched only if an epoch holds at least this many batches of it.
+MIN_STEPS_PER_EPOCH = 8
 _NUMERIC_KNOBS = ("batch_size", "num_workers", "prefetch_factor")
 
 
@@ -150,8 +152,17 @@ class SearchSpace:
     # -- building the value lists -------------------------------------------------------------
 
     def _batch_upper_bound(self) -> int:
+        """Batches stay below 1/MIN_STEPS_PER_EPOCH of a map-style dataset.
+
+        Bigger batches leave too few steps per epoch to measure a steady state, and a user with
+        such a small dataset would not train with them either.
+        """
         length = self.workload.dataset_length
-        return length // 8 * 8 if length is not None else 1 << 30
+        if length is None:
+            return 1 << 30
+        if length < 8:
+            return 0
+        return max(8, length // MIN_STEPS_PER_EPOCH // 8 * 8)
 
     def _default_values(self, name: str) -> tuple[Any, ...]:
         knob = KNOBS[name]

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from autotune.errors import ConfigError
+from autotune.measure import MeasurePlan
 
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b|%)?\s*$", re.IGNORECASE)
 _UNITS = {
@@ -17,6 +18,8 @@ _UNITS = {
     "g": 10**9, "gb": 10**9, "gi": 2**30, "gib": 2**30,
     "t": 10**12, "tb": 10**12, "ti": 2**40, "tib": 2**40,
 }
+
+_PLAN = MeasurePlan()
 
 MAX_TRIALS = 1000
 MAX_TRIAL_TIMEOUT_S = 3600.0
@@ -68,9 +71,9 @@ class TuneOptions(BaseModel):
     effective_batch: int | None = Field(default=None, ge=8, le=1 << 20)
     device: str = Field(default="auto", max_length=32)
     seed: int = 0
-    warmup_steps: int = Field(default=5, ge=1, le=10_000)
-    min_steps: int = Field(default=20, ge=1, le=100_000)
-    min_seconds: float = Field(default=3.0, ge=0, le=3600)
+    warmup_steps: int = Field(default=_PLAN.warmup_steps, ge=1, le=10_000)
+    min_steps: int = Field(default=_PLAN.min_steps, ge=1, le=100_000)
+    min_seconds: float = Field(default=_PLAN.min_seconds, ge=0, le=3600)
     #: Best candidates re-measured against the baseline before recommending.
     confirm_top: int = Field(default=3, ge=1, le=10)
     confirm_rounds: int = Field(default=3, ge=1, le=10)

@@ -14,7 +14,7 @@ from autotune.workload._contract import Workload
 
 #: 262144 float32 values = 1 MiB per sample.
 SAMPLE_FLOATS = 262_144
-NUM_SAMPLES = 512
+NUM_SAMPLES = 4096
 
 
 class BigSamples(Dataset[tuple[torch.Tensor, torch.Tensor]]):

@@ -1,0 +1,60 @@
+"""The benchmark suite's smoke run writes a report with every section, each holding numbers."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Section titles, and whether the table's last column is a ratio every row must have.
+SECTIONS = {
+    "1. Search quality": True,
+    "2. Against what users do instead": True,
+    "3. Measurement quality": False,
+    "4. Cost of tuning": False,
+    "5. The limit": True,
+}
+HEADER_ITEMS = ("- Date:", "- Machine:", "- Device:", "- Versions:", "- Measurement plan")
+#: A figure as the report writes it: 1,234 / 0.95x / 12.5% / 17 s.
+FIGURE = re.compile(r"^\d[\d,]*(\.\d+)?(x|%| s)?$")
+
+
+def _sections(report: str) -> dict[str, str]:
+    parts = report.split("\n## ")[1:]
+    return {part.splitlines()[0]: part for part in parts}
+
+
+def _table_rows(section: str) -> list[list[str]]:
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
+
+
+@pytest.mark.slow
+def test_smoke_suite_writes_every_section_with_numbers(tmp_path: Path) -> None:
+    output = tmp_path / "RESULTS.md"
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--smoke", "--output", str(output)],
+        cwd=ROOT, capture_output=True, text=True, timeout=175,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = output.read_text()
+    for item in HEADER_ITEMS:
+        assert item in report, f"the header lacks {item!r}"
+    sections = _sections(report)
+    finders_installed = all(importlib.util.find_spec(m) for m in ("lightning", "accelerate"))
+    for title, ends_in_ratio in SECTIONS.items():
+        matching = [body for name, body in sections.items() if name.startswith(title)]
+        assert matching, f"section {title!r} is missing"
+        rows = _table_rows(matching[0])
+        assert rows, f"section {title!r} has no table rows"
+        for row in rows:
+            if not finders_installed and any(cell.startswith("not run") for cell in row):
+                continue
+            assert any(FIGURE.match(cell) for cell in row), f"{title}: a row has no figure: {row}"
+            if ends_in_ratio:
+                assert FIGURE.match(row[-1]), f"{title}: a row has no ratio: {row}"
