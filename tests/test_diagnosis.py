@@ -108,4 +108,4 @@ def test_view_of_stored_trial() -> None:
     trial = Trial(config=config.public_dict(), config_key=config.key(), outcome="ok",
                   samples_per_s=10.0, data_wait_fraction=0.1, peak_memory_bytes=2**20,
                   device_utilization=None)
-    assert TrialView.of(trial) == TrialView(config, "ok", 10.0, 0.1, 2**20, None)
+    assert TrialView.of(trial) == TrialView(config.normalized(), "ok", 10.0, 0.1, 2**20, None)

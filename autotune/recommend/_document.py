@@ -36,17 +36,6 @@ def _view(entry: CandidateRuns) -> TrialView:
     )
 
 
-def _trial_view(run: Measurement) -> TrialView:
-    return TrialView(
-        config=run.config,
-        outcome=run.outcome,
-        samples_per_s=run.samples_per_s,
-        data_wait_fraction=run.data_wait_fraction,
-        peak_memory_bytes=run.peak_memory_bytes,
-        device_utilization=run.device_utilization,
-    )
-
-
 def speedup_sentence(confirmation: Confirmation) -> str:
     """The verdict in one sentence, saying plainly when it is within noise."""
     speedup = confirmation.speedup
@@ -80,7 +69,7 @@ def build_document(
     """The recommendation document (schema ``autotune.recommendation/v1``)."""
     winner, baseline = confirmation.winner, confirmation.baseline
     diagnosis = diagnose(
-        _view(baseline), _view(winner), [_trial_view(run) for run in search_runs], device,
+        _view(baseline), _view(winner), [TrialView.of(run) for run in search_runs], device,
         memory_limited,
     )
     ratios = confirmation.paired_ratios
