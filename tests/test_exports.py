@@ -44,9 +44,10 @@ def test_dataloader_kwargs_without_workers_drop_worker_settings() -> None:
     assert [len(inputs) for inputs, _ in DataLoader(dataset(), **kwargs)] == [16, 4]
 
 
-def test_dataloader_default_prefetch_is_left_to_torch() -> None:
+def test_dataloader_default_prefetch_is_written_as_torchs_default() -> None:
+    # An unset prefetch_factor with workers is PyTorch's 2; the export says so explicitly.
     kwargs = exports(Config(num_workers=2), CPU)["dataloader"]
-    assert "prefetch_factor" not in kwargs
+    assert kwargs["prefetch_factor"] == 2
     assert kwargs["persistent_workers"] is False
 
 
