@@ -8,8 +8,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI, Request, status
-from fastapi.responses import JSONResponse
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import SQLAlchemyError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.deps import require_token
 from api.limits import BodySizeLimit
@@ -28,7 +30,7 @@ _STATUS_OF = (
     (JobNotFoundError, status.HTTP_404_NOT_FOUND),
     (JobStateError, status.HTTP_409_CONFLICT),
     (StoreError, status.HTTP_503_SERVICE_UNAVAILABLE),
-    (AutotuneError, status.HTTP_422_UNPROCESSABLE_CONTENT),
+    (AutotuneError, 422),  # FastAPI's status for invalid input
 )
 
 
@@ -39,6 +41,22 @@ def _error(status_code: int, detail: str) -> JSONResponse:
 async def _autotune_error(request: Request, exc: Exception) -> JSONResponse:
     code = next(code for kind, code in _STATUS_OF if isinstance(exc, kind))
     return _error(code, str(exc))
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's and FastAPI's own errors, in sentences that say what to do."""
+    assert isinstance(exc, StarletteHTTPException)
+    path, method = request.url.path, request.method
+    detail = {
+        status.HTTP_400_BAD_REQUEST: "the request body could not be read as UTF-8 JSON; send "
+        'a JSON object such as {"workload": "builtin:image-cnn"}',
+        status.HTTP_404_NOT_FOUND: f"there is no {path}; the API's paths are listed at /docs",
+        status.HTTP_405_METHOD_NOT_ALLOWED: f"{method} is not allowed on {path}; /docs lists "
+        "the methods each path takes",
+    }.get(exc.status_code)
+    if detail is None:
+        return await http_exception_handler(request, exc)
+    return JSONResponse({"detail": detail}, exc.status_code, headers=exc.headers)
 
 
 async def _database_error(request: Request, exc: Exception) -> JSONResponse:
@@ -96,5 +114,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(ops.router)
     app.add_exception_handler(AutotuneError, _autotune_error)
     app.add_exception_handler(SQLAlchemyError, _database_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app

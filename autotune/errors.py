@@ -23,5 +23,17 @@ class StoreError(AutotuneError):
     """The database could not be opened or does not hold what was asked for."""
 
 
+class JobNotFoundError(StoreError):
+    """No job has the id that was asked for."""
+
+
+class JobStateError(StoreError):
+    """The job exists but is not in a state that allows what was asked."""
+
+
+class ServiceError(AutotuneError):
+    """The server could not be reached or refused the request; the message says why."""
+
+
 class NoFeasibleConfigError(AutotuneError):
     """No measured configuration is usable (all failed or exceeded the memory budget)."""

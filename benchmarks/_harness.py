@@ -25,6 +25,9 @@ from autotune.space import Config, SearchSpace
 from autotune.tuner import TuneOptions, parse_memory
 from benchmarks._settings import FIXED_KNOBS, SuiteSettings, WorkloadGrid
 
+#: What a DataLoader with workers prefetches when ``prefetch_factor`` is left unset.
+TORCH_DEFAULT_PREFETCH = 2
+
 #: Names of the two reference methods in a comparison session.
 TUNER = "autotune"
 GRID_BEST = "grid best"
@@ -68,12 +71,18 @@ def throughputs(runs: list[Run]) -> list[float]:
     return [run.samples_per_s for run in runs if run.ok and run.samples_per_s is not None]
 
 
+def clearly_apart(runs: list[Run], others: list[Run]) -> bool:
+    """Every run of one beat every run of the other: a difference, not run-to-run noise."""
+    mine, theirs = throughputs(runs), throughputs(others)
+    return bool(mine and theirs) and (min(mine) > max(theirs) or max(mine) < min(theirs))
+
+
 def describe(config: Config) -> str:
     """A configuration in a few words, listing only what differs from PyTorch's defaults."""
     parts = [f"bs {config.batch_size}", f"workers {config.num_workers}"]
     if config.amp != "off":
         parts.append(config.amp)
-    if config.num_workers and config.prefetch_factor is not None:
+    if config.num_workers and config.prefetch_factor not in (None, TORCH_DEFAULT_PREFETCH):
         parts.append(f"prefetch {config.prefetch_factor}")
     if config.num_workers and config.persistent_workers:
         parts.append("persistent")
@@ -206,11 +215,7 @@ class Comparison:
         return None if mine is None or not theirs else mine / theirs
 
     def clearly_apart(self, method: str, reference: str) -> bool:
-        """Every run of one beat every run of the other: not run-to-run noise."""
-        mine, theirs = throughputs(self.runs_of(method)), throughputs(self.runs_of(reference))
-        if not mine or not theirs:
-            return False
-        return min(mine) > max(theirs) or max(mine) < min(theirs)
+        return clearly_apart(self.runs_of(method), self.runs_of(reference))
 
 
 def compare(ctx: WorkloadContext, configs: dict[str, Config], rounds: int) -> Comparison:

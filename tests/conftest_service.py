@@ -36,8 +36,10 @@ FAST_JOB: dict[str, Any] = {
     "n_trials": 3, "min_seconds": 0.3, "min_steps": 3, "warmup_steps": 1,
     "confirm_rounds": 1, "confirm_top": 1,
 }
+#: Short, so that a killed worker's job is taken over quickly (heartbeats every 2 s).
+HEARTBEAT_TIMEOUT_S = 6.0
 #: How the tests run ``autotune``: the installed console script's own entry point.
-AUTOTUNE = [sys.executable, "/tmp/atcli.py"]  # DEV-ONLY
+AUTOTUNE = [sys.executable, "-c", "from autotune.cli import main; main()"]
 
 T = TypeVar("T")
 
@@ -62,7 +64,8 @@ def free_port() -> int:
 # -- databases -------------------------------------------------------------------------------
 
 
-def _postgres_schema_url() -> Iterator[str]:
+def postgres_schema_url() -> Iterator[str]:
+    """A PostgreSQL URL whose tables go to a fresh schema, dropped afterwards (or a skip)."""
     admin = create_engine(POSTGRES_URL)
     schema = f"autotune_test_{uuid.uuid4().hex[:10]}"
     try:
@@ -85,7 +88,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'jobs.db'}"
     else:
-        yield from _postgres_schema_url()
+        yield from postgres_schema_url()
 
 
 @pytest.fixture
@@ -161,7 +164,7 @@ class Service:
         headers = {"authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.base_url, headers=headers, timeout=30)
 
-    def start_worker(self, heartbeat_timeout_s: float = 3.0) -> Process:
+    def start_worker(self, heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S) -> Process:
         log = self.directory / f"worker-{len(self.workers)}.log"
         worker = start_autotune(
             ["worker", "--db", self.db_url, "--heartbeat-timeout", str(heartbeat_timeout_s),
@@ -169,24 +172,38 @@ class Service:
         self.workers.append(worker)
         return worker
 
+    def logs(self) -> str:
+        """The last lines of the server's and the workers' output, for failure messages."""
+        return "\n".join(f"--- {p.log.name}\n" + "\n".join(p.output().splitlines()[-30:])
+                         for p in [self.server, *self.workers])
+
+    def stop_workers(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        self.workers.clear()
+
     def stop(self) -> None:
-        for process in [*self.workers, self.server]:
-            process.stop()
+        self.stop_workers()
+        self.server.stop()
 
 
 def start_service(
-    directory: Path, env: dict[str, str] | None = None, embedded_worker: bool = False
+    directory: Path,
+    env: dict[str, str] | None = None,
+    embedded_worker: bool = False,
+    db_url: str | None = None,
 ) -> Service:
-    """``autotune serve`` on a free port over a SQLite file in ``directory``."""
+    """``autotune serve`` on a free port, over a SQLite file in ``directory`` by default."""
     directory.mkdir(parents=True, exist_ok=True)
     workloads = directory / "workloads"
     workloads.mkdir(exist_ok=True)
     shutil.copy(TESTS / "workloads" / "tiny.py", workloads / "tiny.py")
-    db_url = f"sqlite:///{directory / 'service.db'}"
+    db_url = db_url or f"sqlite:///{directory / 'service.db'}"
     port = free_port()
     server = start_autotune(
         ["serve", "--port", str(port), "--db", db_url, "--workloads-dir", str(workloads),
-         "--worker" if embedded_worker else "--no-worker", "--heartbeat-timeout", "3",
+         "--worker" if embedded_worker else "--no-worker",
+         "--heartbeat-timeout", str(HEARTBEAT_TIMEOUT_S),
          "--log-level", "warning"],
         directory / "server.log", env,
     )

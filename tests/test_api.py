@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 import typer
-from conftest_service import AUTOTUNE, Service, clean_env, start_service
+from conftest_service import AUTOTUNE, Service, clean_env, postgres_schema_url, start_service
 from typer.testing import CliRunner
 
 from api.settings import load_settings
@@ -139,6 +139,22 @@ def test_cancel_a_queued_job_at_once_and_again_harmlessly(http: httpx.Client) ->
         response = http.post(f"/v1/jobs/{job_id}/cancel")
         assert response.status_code == 202
         assert response.json()["status"] == "cancelled"
+
+
+@pytest.mark.postgres
+def test_the_api_over_postgresql(tmp_path: Path) -> None:
+    for db_url in postgres_schema_url():
+        running = start_service(tmp_path, db_url=db_url)
+        try:
+            with running.client() as http:
+                job_id = submit(http, n_trials=2).json()["id"]
+                assert http.get("/v1/jobs", params={"status": "queued"}).json()["count"] == 1
+                assert http.get(f"/v1/jobs/{job_id}").json()["progress"]["trials_done"] == 0
+                assert http.get(f"/v1/jobs/{job_id}/recommendation").status_code == 409
+                assert http.post(f"/v1/jobs/{job_id}/cancel").json()["status"] == "cancelled"
+                assert 'autotune_jobs{status="cancelled"} 1' in http.get("/metrics").text
+        finally:
+            running.stop()
 
 
 # -- every bad input is a 4xx that says what to do -------------------------------------------

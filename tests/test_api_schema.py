@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, settings
-
 from conftest_service import Service, start_service
+from hypothesis import HealthCheck, settings
 
 schemathesis = pytest.importorskip("schemathesis")
 from schemathesis.checks import (  # noqa: E402

@@ -9,6 +9,7 @@ import conftest_service
 import pytest
 from sqlalchemy import update
 
+from autotune import service
 from autotune.service import (
     ClaimPolicy,
     JobNotFoundError,
@@ -18,7 +19,7 @@ from autotune.service import (
     release,
     request_cancel,
 )
-from autotune.store import Database, Job, utcnow
+from autotune.store import Database, Job, Trial, utcnow
 
 database_url, database = conftest_service.database_url, conftest_service.database
 
@@ -153,3 +154,33 @@ def test_release_requeues_a_job_for_another_worker(database: Database) -> None:
     assert load(database, job_id).status == "queued"
     assert claim(database, "w2") == job_id
     assert load(database, job_id).attempts == 2
+
+
+def test_progress_pages_metrics_and_recommendation_read_the_same_on_both(
+    database: Database,
+) -> None:
+    job_id = add_job(database, status="running")
+    rows = [("baseline", "ok", 100.0, False), ("search", "ok", 300.0, False),
+            ("search", "crashed", None, True), ("search", "oom", None, False),
+            ("confirm", "ok", 250.0, False)]
+    with database.session() as session:
+        for number, (phase, outcome, speed, interrupted) in enumerate(rows, start=1):
+            session.add(Trial(job_id=job_id, number=number, phase=phase, outcome=outcome,
+                              config={"batch_size": 8 * number}, config_key=str(number),
+                              samples_per_s=speed, interrupted=interrupted, duration_s=2.0))
+    with database.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        progress = service.progress(session, [job])[job_id]
+        assert (progress.trials_done, progress.trials_budget, progress.confirm_done) == (3, 3, 1)
+        assert progress.best is not None and (progress.best.number, progress.best.phase) == \
+            (2, "search")
+        page = service.list_trials(session, job_id, offset=1, limit=2)
+        assert page.count == 5 and [t.number for t in page.items] == [2, 3]
+        assert service.list_jobs(session, "running", 0, 10).count == 1
+        snapshot = service.metrics(session)
+        assert snapshot.trials_by_outcome == {"ok": 3, "crashed": 1, "oom": 1}
+        assert (snapshot.duration_buckets[1.0], snapshot.duration_buckets[2.5]) == (0, 5)
+        assert snapshot.duration_sum_s == 10.0
+        with pytest.raises(JobStateError, match=f"job {job_id} is running and has no"):
+            service.recommendation(session, job_id)

@@ -47,7 +47,9 @@ class FakeRunner:
         self.started = threading.Event()
         self.cancelled = False
 
-    def __call__(self, db: Database, job_id: int, *, cancel: threading.Event) -> Any:
+    def __call__(
+        self, db: Database, job_id: int, *, cancel: threading.Event, worker_id: str
+    ) -> Any:
         self.started.set()
         self.cancelled = cancel.wait(self.seconds)
         set_status(db, job_id, "cancelled" if self.cancelled else "succeeded")
@@ -109,7 +111,7 @@ def test_stopping_the_worker_puts_its_job_back_in_the_queue(database: Database) 
 
 
 def test_a_runner_that_raises_fails_the_job_and_the_worker_goes_on(database: Database) -> None:
-    def broken(db: Database, job_id: int, *, cancel: threading.Event) -> None:
+    def broken(db: Database, job_id: int, *, cancel: threading.Event, worker_id: str) -> None:
         raise RuntimeError("boom")
 
     first, second = add_job(database), add_job(database)

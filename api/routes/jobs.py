@@ -30,7 +30,9 @@ JobId = Annotated[int, Path(ge=1, le=2**31 - 1, description="The job's id.")]
 Offset = Annotated[int, Query(ge=0, le=2**31 - 1, description="Items to skip.")]
 Limit = Annotated[int, Query(ge=1, le=100, description="Items per page.")]
 
-NOT_FOUND = {404: {"model": ErrorPublic, "description": "No job has this id."}}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorPublic, "description": "No job has this id."},
+}
 
 
 def job_public(job: Job, progress: service.Progress, catalog: WorkloadCatalog) -> JobPublic:
@@ -43,7 +45,10 @@ def job_public(job: Job, progress: service.Progress, catalog: WorkloadCatalog) -
     }, from_attributes=True)
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic)
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic, responses={
+    400: {"model": ErrorPublic, "description": "The body is not UTF-8 text."},
+    413: {"model": ErrorPublic, "description": "The body is larger than the server allows."},
+})
 def submit_job(
     body: JobCreate, response: Response, database: DatabaseDep, catalog: CatalogDep
 ) -> JobPublic:

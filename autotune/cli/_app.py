@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from sqlalchemy import select
 
+from autotune.cli._service import register as register_service_commands
 from autotune.errors import ConfigError
 from autotune.measure import MeasurePlan
 from autotune.space import check_knob_settings, parse_assignments
@@ -132,7 +133,7 @@ def run(
         job_id = _find_resumable(database, workload, job)
         console.print(f"resuming job {job_id}")
     else:
-        job_id = create_job(database, options)
+        job_id = create_job(database, options, status="running")
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     from autotune.cli._progress import RichReporter, summary_table
 
@@ -197,3 +198,6 @@ def workloads() -> None:
 
     for name in builtin_names():
         console.print(f"builtin:{name:<20} {BUILTINS[name]().description}")
+
+
+register_service_commands(app)

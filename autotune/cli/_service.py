@@ -11,7 +11,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from autotune.service import ClaimPolicy, ServiceClient, Worker
 from autotune.service._client import DEFAULT_SERVER
@@ -148,16 +147,17 @@ def list_jobs(
 ) -> None:
     """The newest jobs: status, progress and best speed so far."""
     page = ServiceClient(server, token).jobs(status=status, limit=limit)
-    table = Table("id", "status", "workload", "trials", "best samples/s", "created")
+    row = "{:>6}  {:<10} {:>7} {:>15}  {:<20} {}"
+    typer.echo(row.format("id", "status", "trials", "best samples/s", "created (UTC)",
+                          "workload"))
     for job in page["data"]:
         progress, best = job["progress"], job["progress"]["best"]
-        table.add_row(
-            str(job["id"]), job["status"], job["workload"],
-            f"{progress['trials_done']}/{progress['trials_budget']}",
-            f"{best['samples_per_s']:,.1f}" if best else "-", job["created_at"][:19],
-        )
-    console.print(table)
-    console.print(f"{len(page['data'])} of {page['count']} jobs")
+        typer.echo(row.format(
+            job["id"], job["status"], f"{progress['trials_done']}/{progress['trials_budget']}",
+            f"{best['samples_per_s']:,.1f}" if best else "-",
+            job["created_at"][:19].replace("T", " "), job["workload"],
+        ))
+    typer.echo(f"{len(page['data'])} of {page['count']} jobs")
 
 
 @jobs_app.command("show")

@@ -11,6 +11,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune.search._pruner import RelativeToBestPruner
 from autotune.space import SearchSpace
+from autotune.store import configure_sqlite
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -65,6 +66,11 @@ def open_study(
     storage = optuna.storages.RDBStorage(
         storage_url, engine_kwargs=_engine_kwargs(storage_url)
     )
+    if storage.engine.dialect.name == "sqlite":
+        # Optuna's read-then-write transactions would otherwise fail when a worker's heartbeat
+        # commits in between; drop the connections made before the hooks were attached.
+        configure_sqlite(storage.engine, always_immediate=True)
+        storage.engine.dispose()
     pruner: optuna.pruners.BasePruner = (
         RelativeToBestPruner() if prune else optuna.pruners.NopPruner()
     )

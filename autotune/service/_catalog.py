@@ -7,8 +7,10 @@ HTTP cannot make the server import code the operator did not install or put ther
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Literal
 
 from autotune.errors import WorkloadError
 from autotune.workload import builtin_names
@@ -21,15 +23,14 @@ class CatalogEntry:
     """A workload that can be submitted: its public name and the reference the tuner loads."""
 
     name: str
-    #: ``builtin``, ``entry_point`` or ``directory``.
-    source: str
+    source: Literal["builtin", "entry_point", "directory"]
     #: What :func:`autotune.workload.parse_ref` takes: ``builtin:NAME``, ``module:function``
     #: or an absolute ``.py`` path.
     ref: str
 
 
 class WorkloadCatalog:
-    """Lists and resolves workload names; the directory is read again on every call.
+    """Lists and resolves workload names, reading the directory once per catalog (per request).
 
     Example:
         >>> WorkloadCatalog().resolve("builtin:image-cnn").ref
@@ -40,6 +41,11 @@ class WorkloadCatalog:
         self.workloads_dir = workloads_dir
 
     def entries(self) -> dict[str, CatalogEntry]:
+        """Every submittable workload by name: built-ins, then entry points, then files."""
+        return dict(self._entries)
+
+    @cached_property
+    def _entries(self) -> dict[str, CatalogEntry]:
         found: dict[str, CatalogEntry] = {}
         for name in builtin_names():
             found[f"builtin:{name}"] = CatalogEntry(f"builtin:{name}", "builtin", f"builtin:{name}")
@@ -64,7 +70,8 @@ class WorkloadCatalog:
 
     def name_of(self, ref: str) -> str:
         """The public name of a stored reference (the reference itself if no longer listed)."""
-        for entry in self.entries().values():
-            if entry.ref == ref:
-                return entry.name
-        return ref
+        return self._names_by_ref.get(ref, ref)
+
+    @cached_property
+    def _names_by_ref(self) -> dict[str, str]:
+        return {entry.ref: entry.name for entry in reversed(self._entries.values())}

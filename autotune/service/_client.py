@@ -6,13 +6,9 @@ from typing import Any
 
 import httpx
 
-from autotune.errors import AutotuneError
+from autotune.errors import ServiceError
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
-
-
-class ServiceError(AutotuneError):
-    """The server could not be reached or refused the request; the message says why."""
 
 
 def _explain(response: httpx.Response) -> str:

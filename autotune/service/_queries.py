@@ -56,6 +56,7 @@ def _usable() -> Any:
     """SQL form of :attr:`autotune.store.Trial.usable`."""
     return and_(
         Trial.outcome == "ok",
+        Trial.interrupted.is_(False),
         Trial.pruned.is_(False),
         or_(Trial.losses_finite.is_(None), Trial.losses_finite.is_(True)),
         or_(Trial.within_budget.is_(None), Trial.within_budget.is_(True)),
@@ -91,7 +92,7 @@ def progress(session: Session, jobs: Sequence[Job]) -> dict[int, Progress]:
     in_budget = Trial.phase.in_(BUDGET_PHASES)
     for job_id, budgeted, count in session.execute(
         select(Trial.job_id, in_budget, func.count())
-        .where(Trial.job_id.in_(ids))
+        .where(Trial.job_id.in_(ids), Trial.interrupted.is_(False))
         .group_by(Trial.job_id, in_budget)
     ):
         counts[(job_id, bool(budgeted))] = count
@@ -143,10 +144,12 @@ def metrics(session: Session) -> MetricsSnapshot:
         session.execute(select(Trial.outcome, func.count()).group_by(Trial.outcome)).all()
     )
     timed = Trial.duration_s.is_not(None)
-    columns = [func.count(), func.coalesce(func.sum(Trial.duration_s), 0.0)]
-    columns += [func.sum(case((Trial.duration_s <= bound, 1), else_=0))
-                for bound in DURATION_BUCKETS_S]
-    count, total, *buckets = session.execute(select(*columns).where(timed)).one()
+    in_buckets = [func.sum(case((Trial.duration_s <= bound, 1), else_=0))
+                  for bound in DURATION_BUCKETS_S]
+    count, total, *buckets = session.execute(
+        select(func.count(), func.coalesce(func.sum(Trial.duration_s), 0.0), *in_buckets)
+        .where(timed)
+    ).one()
     return MetricsSnapshot(
         jobs_by_status={str(k): int(v) for k, v in jobs.items()},
         trials_by_outcome={str(k): int(v) for k, v in trials.items()},

@@ -15,19 +15,11 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
-from autotune.errors import StoreError
+from autotune.errors import JobNotFoundError, JobStateError
 from autotune.store import Job, utcnow
 
 #: A job in one of these states will not change any more.
 FINISHED_STATUSES = ("succeeded", "failed", "cancelled")
-
-
-class JobNotFoundError(StoreError):
-    """No job has the id that was asked for."""
-
-
-class JobStateError(StoreError):
-    """The job exists but is not in a state that allows what was asked."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.errors import AutotuneError
 from autotune.service._queue import ClaimPolicy, claim_next, fail, heartbeat, release
-from autotune.store import Database
+from autotune.store import Database, Trial
 
 log = logging.getLogger("autotune.worker")
 
@@ -28,13 +28,23 @@ log = logging.getLogger("autotune.worker")
 class JobRunner(Protocol):
     """What runs a claimed job: :func:`autotune.tuner.run_job`, or a stand-in in tests."""
 
-    def __call__(self, db: Database, job_id: int, *, cancel: threading.Event) -> Any: ...
+    def __call__(
+        self, db: Database, job_id: int, *, cancel: threading.Event, worker_id: str
+    ) -> Any: ...
 
 
-def _tuner_run_job(db: Database, job_id: int, *, cancel: threading.Event) -> Any:
-    from autotune.tuner import run_job
+def _tuner_run_job(
+    db: Database, job_id: int, *, cancel: threading.Event, worker_id: str
+) -> Any:
+    from autotune.tuner import Reporter, run_job
 
-    return run_job(db, job_id, cancel=cancel)
+    class LogReporter(Reporter):
+        def trial_finished(self, trial: Trial) -> None:
+            speed = f"{trial.samples_per_s:,.1f} samples/s" if trial.samples_per_s else "-"
+            log.info("job %d trial %d (%s): %s, %s", job_id, trial.number, trial.phase,
+                     trial.outcome, speed)
+
+    return run_job(db, job_id, LogReporter(), cancel=cancel, owner=worker_id)
 
 
 def default_worker_id() -> str:
@@ -106,9 +116,9 @@ class Worker:
         lease = _Lease(self, job_id, cancel)
         lease.start()
         try:
-            self._run_job(self.db, job_id, cancel=cancel)
-        except (AutotuneError, SQLAlchemyError, OSError) as exc:
-            self._fail(job_id, f"job {job_id} stopped: {exc}")
+            self._run_job(self.db, job_id, cancel=cancel, worker_id=self.worker_id)
+        except AutotuneError as exc:  # usually stored on the job by run_job already
+            self._fail(job_id, str(exc))
         except Exception as exc:  # a bug must fail the job, not take the worker down with it
             log.exception("worker %s: job %d raised", self.worker_id, job_id)
             self._fail(job_id, f"job {job_id} hit an internal error ({type(exc).__name__}: "

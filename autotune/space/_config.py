@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 AmpMode = Literal["off", "fp16", "bf16"]
 
+#: More DataLoader processes than this is a mistake, never a speed-up.
+MAX_WORKERS = 256
 #: What ``DataLoader`` uses when ``prefetch_factor`` is left unset and there are workers.
 TORCH_DEFAULT_PREFETCH_FACTOR = 2
 
@@ -52,6 +54,8 @@ class Config(BaseModel):
     def _workers_non_negative(cls, value: int) -> int:
         if value < 0:
             raise ValueError(f"num_workers {value} is negative; use 0 to load in the main process")
+        if value > MAX_WORKERS:
+            raise ValueError(f"num_workers {value} is more than {MAX_WORKERS}; use fewer workers")
         return value
 
     @field_validator("prefetch_factor")

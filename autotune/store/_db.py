@@ -31,9 +31,15 @@ def resolve_url(db: str | None) -> str:
     return f"sqlite:///{Path(value).expanduser().resolve()}"
 
 
-def _configure_sqlite(engine: Engine) -> None:
-    # pysqlite's own transaction handling defers BEGIN and cannot take the write lock up front;
-    # take over so that claims can use BEGIN IMMEDIATE.
+def configure_sqlite(engine: Engine, always_immediate: bool = False) -> None:
+    """WAL, a busy timeout, foreign keys, and transactions that can take the write lock first.
+
+    pysqlite's own transaction handling defers BEGIN, so a transaction that reads and then
+    writes fails at once with "database is locked" when another connection committed in
+    between (the busy timeout does not apply to that case). Taking over BEGIN lets writers use
+    BEGIN IMMEDIATE: ``session(immediate=True)``, or every transaction with
+    ``always_immediate`` (for engines we do not drive ourselves, such as Optuna's).
+    """
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
@@ -45,7 +51,8 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        immediate = connection.get_execution_options().get("sqlite_immediate", False)
+        immediate = always_immediate or connection.get_execution_options().get(
+            "sqlite_immediate", False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
@@ -62,7 +69,7 @@ class Database:
                 "sqlite:///FILE or postgresql://USER@HOST/DB"
             ) from None
         if self.is_sqlite:
-            _configure_sqlite(self.engine)
+            configure_sqlite(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._immediate_sessions = sessionmaker(
             self.engine.execution_options(sqlite_immediate=True), expire_on_commit=False

@@ -59,7 +59,7 @@ def bench(
               if options.max_memory is not None else None)
     plan = MeasurePlan(options.warmup_steps, options.min_steps, options.min_seconds,
                        seed=options.seed)
-    with db.session() as session:
+    with db.session(immediate=True) as session:
         job = Job(workload=options.workload, workload_name=probe.workload.name,
                   options=options.model_dump(), status="running", started_at=utcnow(),
                   device=probe.device.model_dump(), fingerprint=probe.fingerprint)
@@ -75,10 +75,10 @@ def bench(
             device_index=probe.device.index,
         )
         row: Trial = trial_row(job_id, number, "bench", result, None, budget)
-        with db.session() as session:
+        with db.session(immediate=True) as session:
             session.add(row)
         reporter.trial_finished(row)
-    with db.session() as session:
+    with db.session(immediate=True) as session:
         stored = session.get(Job, job_id)
         assert stored is not None
         stored.status, stored.finished_at = "succeeded", utcnow()

@@ -46,10 +46,14 @@ def _mib(size: int) -> str:
     return f"{size / 2**20:.0f} MiB"
 
 
-def create_job(db: Database, options: TuneOptions) -> int:
-    """Store a new queued job and return its id."""
-    with db.session() as session:
-        job = Job(workload=options.workload, options=options.model_dump(), status="queued")
+def create_job(db: Database, options: TuneOptions, status: str = "queued") -> int:
+    """Store a new job and return its id.
+
+    A job the caller runs itself (the CLI) is created ``running``, so that no worker sharing
+    the database claims it first.
+    """
+    with db.session(immediate=True) as session:
+        job = Job(workload=options.workload, options=options.model_dump(), status=status)
         session.add(job)
         session.flush()
         return job.id
@@ -64,10 +68,17 @@ def load_job(db: Database, job_id: int) -> Job:
         return job
 
 
-def _update_job(db: Database, job_id: int, **values: Any) -> None:
-    with db.session() as session:
+def _update_job(db: Database, job_id: int, owner: str | None = None, **values: Any) -> None:
+    """Set fields of a job; with ``owner``, only while that worker still holds it.
+
+    A worker that lost its lease (another took the job over) must not overwrite the new
+    owner's state.
+    """
+    with db.session(immediate=True) as session:
         job = session.get(Job, job_id)
         assert job is not None
+        if owner is not None and job.worker_id != owner:
+            return
         for name, value in values.items():
             setattr(job, name, value)
 
@@ -150,7 +161,7 @@ class _JobRun:
             error="interrupted: the process running the job stopped during this trial; "
                   "it is retried once",
         )
-        with self.db.session() as session:
+        with self.db.session(immediate=True) as session:
             row = trial_row(self.job_id, next_trial_number(session, self.job_id), phase, result,
                             optuna_number, self.budget)
             row.interrupted = True
@@ -189,7 +200,7 @@ class _JobRun:
         if result.cancelled:
             return None
         self.durations.append(result.duration_s)
-        with self.db.session() as session:
+        with self.db.session(immediate=True) as session:
             row = trial_row(
                 self.job_id, next_trial_number(session, self.job_id), phase, result,
                 trial.number if trial is not None else None, self.budget,
@@ -223,7 +234,7 @@ class _JobRun:
 
     def run(self) -> dict[str, Any]:
         probe, space = self._probe()
-        with self.db.session() as session:
+        with self.db.session(immediate=True) as session:
             job = session.get(Job, self.job_id)
             assert job is not None
             job.workload_name = probe.workload.name
@@ -348,35 +359,38 @@ def run_job(
     job_id: int,
     reporter: Reporter | None = None,
     cancel: threading.Event | None = None,
+    owner: str | None = None,
 ) -> Job:
     """Run (or resume) job ``job_id`` in this process until it has a recommendation.
 
-    Raises the :class:`AutotuneError` that failed the job after storing it on the job.
+    Raises the :class:`AutotuneError` that failed the job after storing it on the job. A
+    worker passes its id as ``owner``: the job's state is then only written while it still
+    holds the job.
     """
     reporter = reporter or Reporter()
     cancel = cancel or threading.Event()
     job = load_job(db, job_id)
     options = TuneOptions.model_validate(job.options)
-    _update_job(db, job_id, status="running", started_at=job.started_at or utcnow(),
+    _update_job(db, job_id, owner, status="running", started_at=job.started_at or utcnow(),
                 error=None, finished_at=None)
     try:
         document = _JobRun(db, job_id, options, reporter, cancel).run()
     except JobCancelled:
-        _update_job(db, job_id, status="cancelled", finished_at=utcnow())
+        _update_job(db, job_id, owner, status="cancelled", finished_at=utcnow())
     except AutotuneError as exc:
-        _update_job(db, job_id, status="failed", error=str(exc), finished_at=utcnow())
+        _update_job(db, job_id, owner, status="failed", error=str(exc), finished_at=utcnow())
         reporter.job_finished(load_job(db, job_id))
         raise
     except KeyboardInterrupt:
-        _update_job(db, job_id, status="interrupted",
+        _update_job(db, job_id, owner, status="interrupted",
                     error="interrupted; resume with `autotune run ... --resume`")
         raise
     except Exception as exc:
-        _update_job(db, job_id, status="failed", error=f"internal error: {exc!r}",
+        _update_job(db, job_id, owner, status="failed", error=f"internal error: {exc!r}",
                     finished_at=utcnow())
         raise
     else:
-        _update_job(db, job_id, status="succeeded", recommendation=document,
+        _update_job(db, job_id, owner, status="succeeded", recommendation=document,
                     finished_at=utcnow())
     job = load_job(db, job_id)
     reporter.job_finished(job)

@@ -70,7 +70,7 @@ class TuneOptions(BaseModel):
     baseline: dict[str, Any] = Field(default_factory=dict)
     effective_batch: int | None = Field(default=None, ge=8, le=1 << 20)
     device: str = Field(default="auto", max_length=32)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
     warmup_steps: int = Field(default=_PLAN.warmup_steps, ge=1, le=10_000)
     min_steps: int = Field(default=_PLAN.min_steps, ge=1, le=100_000)
     min_seconds: float = Field(default=_PLAN.min_seconds, ge=0, le=3600)
