@@ -4,8 +4,9 @@ The REST API (the top-level ``api`` package) and the ``autotune serve|worker|sub
 commands are thin faces over these functions.
 """
 
+from autotune.errors import JobNotFoundError, JobStateError, ServiceError
 from autotune.service._catalog import ENTRY_POINT_GROUP, CatalogEntry, WorkloadCatalog
-from autotune.service._client import ServiceClient, ServiceError
+from autotune.service._client import ServiceClient
 from autotune.service._queries import (
     BestTrial,
     MetricsSnapshot,
@@ -20,8 +21,6 @@ from autotune.service._queries import (
 from autotune.service._queue import (
     FINISHED_STATUSES,
     ClaimPolicy,
-    JobNotFoundError,
-    JobStateError,
     claim_next,
     fail,
     get_job,

@@ -9,7 +9,8 @@ from typing import Any
 from sqlalchemy import Select, and_, case, func, or_, select
 from sqlalchemy.orm import Session
 
-from autotune.service._queue import JobStateError, get_job
+from autotune.errors import JobStateError
+from autotune.service._queue import get_job
 from autotune.store import Job, Trial
 
 #: Phases that spend the job's trial budget; confirmation re-measures come on top.

@@ -9,11 +9,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from autotune.errors import ConfigError
-from autotune.measure import MeasurePlan
 from autotune.runner import probe_workload, run_trial
 from autotune.space import Config, SearchSpace
 from autotune.store import Database, Job, Trial, utcnow
-from autotune.tuner._options import TuneOptions, parse_memory
+from autotune.tuner._options import TuneOptions
 from autotune.tuner._record import trial_row
 from autotune.tuner._reporter import Reporter
 
@@ -55,10 +54,8 @@ def bench(
     for name, reason in space.not_applicable.items():
         if getattr(config, name) != getattr(Config(), name):
             raise ConfigError(f"--config sets {name}, which {reason}; remove it from the JSON")
-    budget = (parse_memory(options.max_memory, probe.device.memory_bytes)
-              if options.max_memory is not None else None)
-    plan = MeasurePlan(options.warmup_steps, options.min_steps, options.min_seconds,
-                       seed=options.seed)
+    budget = options.memory_budget_bytes(probe.device.memory_bytes)
+    plan = options.measure_plan()
     with db.session(immediate=True) as session:
         job = Job(workload=options.workload, workload_name=probe.workload.name,
                   options=options.model_dump(), status="running", started_at=utcnow(),

@@ -12,7 +12,6 @@ import optuna
 from sqlalchemy import select
 
 from autotune.errors import AutotuneError, ConfigError, NoFeasibleConfigError
-from autotune.measure import MeasurePlan
 from autotune.recommend import (
     Confirmation,
     Measurement,
@@ -33,7 +32,7 @@ from autotune.search import (
 )
 from autotune.space import Config, SearchSpace
 from autotune.store import Database, Job, Trial, utcnow
-from autotune.tuner._options import TuneOptions, parse_memory
+from autotune.tuner._options import TuneOptions
 from autotune.tuner._record import measurement_of, next_trial_number, ran_out_of_memory, trial_row
 from autotune.tuner._reporter import Reporter
 
@@ -99,12 +98,7 @@ class _JobRun:
         self.options = options
         self.reporter = reporter
         self.cancel = cancel
-        self.plan = MeasurePlan(
-            warmup_steps=options.warmup_steps,
-            min_steps=options.min_steps,
-            min_seconds=options.min_seconds,
-            seed=options.seed,
-        )
+        self.plan = options.measure_plan()
         self.started = time.monotonic()
         self.durations: list[float] = []
         self.probe: ProbeResult | None = None
@@ -116,8 +110,8 @@ class _JobRun:
         options = self.options
         probe = probe_workload(options.workload, options.device, options.trial_timeout_s)
         device = probe.device
-        if options.max_memory is not None:
-            self.budget = parse_memory(options.max_memory, device.memory_bytes)
+        self.budget = options.memory_budget_bytes(device.memory_bytes)
+        if self.budget is not None:
             idle = probe.workload.idle_host_memory_bytes
             if not device.is_cuda and self.budget < idle:
                 raise ConfigError(

@@ -79,6 +79,16 @@ class TuneOptions(BaseModel):
     confirm_rounds: int = Field(default=3, ge=1, le=10)
     prune: bool = True
 
+    def measure_plan(self) -> MeasurePlan:
+        """The measurement window these options ask for."""
+        return MeasurePlan(self.warmup_steps, self.min_steps, self.min_seconds, seed=self.seed)
+
+    def memory_budget_bytes(self, device_memory_bytes: int) -> int | None:
+        """The memory budget in bytes on a device of that size, or None without one."""
+        if self.max_memory is None:
+            return None
+        return parse_memory(self.max_memory, device_memory_bytes)
+
     @field_validator("max_memory")
     @classmethod
     def _memory_parses(cls, value: str | int | None) -> str | int | None:
