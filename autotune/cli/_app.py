@@ -35,6 +35,12 @@ DbOption = Annotated[str | None, typer.Option(
     "--db", help="Database URL or SQLite file (default: $AUTOTUNE_DB or ./autotune.db).")]
 DeviceOption = Annotated[str, typer.Option(help="auto, cpu or cuda[:N].")]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
+MaxMemoryOption = Annotated[str | None, typer.Option(
+    help="Memory budget: bytes, 8GB, 512MiB or 80% of the device.")]
+TimeoutOption = Annotated[float, typer.Option(help="Seconds one trial may take.")]
+MinSecondsOption = Annotated[float, typer.Option(help="Shortest timed window (s).")]
+MinStepsOption = Annotated[int, typer.Option(help="Fewest timed steps.")]
+WarmupStepsOption = Annotated[int, typer.Option(help="Fewest untimed warm-up steps.")]
 
 
 def _options(**values: Any) -> TuneOptions:
@@ -95,18 +101,15 @@ def run(
     ] = None,
     effective_batch: Annotated[int | None, typer.Option(
         help="Hold batch_size x gradient-accumulation steps at this value.")] = None,
-    max_memory: Annotated[str | None, typer.Option(
-        help="Memory budget: bytes, 8GB, 512MiB or 80% of the device.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds one trial may take.")] = 180.0,
+    max_memory: MaxMemoryOption = None,
+    timeout: TimeoutOption = 180.0,
     time_budget: Annotated[float | None, typer.Option(
         help="Seconds the whole search may take.")] = None,
     device: DeviceOption = "auto",
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of each trial.")] = 0,
-    min_seconds: Annotated[float, typer.Option(
-        help="Shortest timed window (s).")] = _PLAN.min_seconds,
-    min_steps: Annotated[int, typer.Option(help="Fewest timed steps.")] = _PLAN.min_steps,
-    warmup_steps: Annotated[int, typer.Option(
-        help="Fewest untimed warm-up steps.")] = _PLAN.warmup_steps,
+    min_seconds: MinSecondsOption = _PLAN.min_seconds,
+    min_steps: MinStepsOption = _PLAN.min_steps,
+    warmup_steps: WarmupStepsOption = _PLAN.warmup_steps,
     confirm_top: Annotated[int, typer.Option(help="Best candidates to re-measure.")] = 3,
     confirm_rounds: Annotated[int, typer.Option(help="Re-measurements of each.")] = 3,
     prune: Annotated[bool, typer.Option(help="Stop clearly slow trials early.")] = True,
@@ -163,13 +166,11 @@ def bench_command(
     repeats: Annotated[int, typer.Option(min=1, max=100, help="Fresh processes to run.")] = 3,
     db: DbOption = None,
     device: DeviceOption = "auto",
-    max_memory: Annotated[str | None, typer.Option(help="Memory budget, as for run.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds one trial may take.")] = 180.0,
-    min_seconds: Annotated[float, typer.Option(
-        help="Shortest timed window (s).")] = _PLAN.min_seconds,
-    min_steps: Annotated[int, typer.Option(help="Fewest timed steps.")] = _PLAN.min_steps,
-    warmup_steps: Annotated[int, typer.Option(
-        help="Fewest untimed warm-up steps.")] = _PLAN.warmup_steps,
+    max_memory: MaxMemoryOption = None,
+    timeout: TimeoutOption = 180.0,
+    min_seconds: MinSecondsOption = _PLAN.min_seconds,
+    min_steps: MinStepsOption = _PLAN.min_steps,
+    warmup_steps: WarmupStepsOption = _PLAN.warmup_steps,
     debug: DebugOption = False,
 ) -> None:
     """Re-measure one configuration of WORKLOAD in fresh processes."""
