@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import optuna
 
 from autotune.space import Config
-from benchmarks._harness import TUNER, WorkloadContext, describe, log, run_module
+from benchmarks._harness import TIE, TUNER, WorkloadContext, describe, log, run_module
 from benchmarks._report import Section, number, ratio
 from benchmarks._search_quality import GridOutcome
 
@@ -28,6 +28,8 @@ class Alternative:
     method: str
     config: Config | None
     how: str
+    #: A batch-size finder that returned the largest batch it was allowed: nothing ran out.
+    at_limit: bool = False
 
 
 def defaults(ctx: WorkloadContext) -> Alternative:
@@ -59,6 +61,7 @@ def lightning(ctx: WorkloadContext) -> Alternative:
         f"Tuner.scale_batch_size(mode='power', init_val={ctx.probe.workload.batch_size}, "
         f"max_val={top}) -> {answer['batch_size']} in {answer['wall_s']:.0f} s; "
         f"suggested_max_num_workers -> {answer['num_workers']}",
+        at_limit=answer["batch_size"] >= top,
     )
 
 
@@ -78,6 +81,7 @@ def accelerate(ctx: WorkloadContext) -> Alternative:
         "Accelerate finder", Config(batch_size=batch),
         f"find_executable_batch_size(starting_batch_size={top}) -> {found}{rounded} in "
         f"{answer['wall_s']:.0f} s (tried {answer['tried']}); num_workers left at 0",
+        at_limit=found >= top,
     )
 
 
@@ -143,7 +147,7 @@ def section(results: Sequence[WorkloadResults]) -> Section:
             out.rows.append([result.name, alternative.method, describe(alternative.config),
                              alternative.how, number(comparison.median(alternative.method)),
                              ratio(relative)])
-            if relative is not None and relative > 1.0:
+            if relative is not None and relative > 1.0 + TIE:
                 how = ("clearly (every run beat every run of the tuner's pick)"
                        if comparison.clearly_apart(alternative.method, TUNER)
                        else "within the run-to-run spread")
@@ -154,4 +158,13 @@ def section(results: Sequence[WorkloadResults]) -> Section:
                     f"({describe(alternative.config)}) by {100 * (relative - 1):.0f}%, {how}"
                     f"{outside}."
                 )
+    at_limit = [r.name for r in results if any(a.at_limit for a in r.alternatives)]
+    if at_limit:
+        out.findings.append(
+            "Batch-size finders on a CPU: nothing ran out of memory within the limits they were "
+            f"given (the grid's largest batch, and the memory budget), so on {', '.join(at_limit)} "
+            "they returned the largest batch allowed. Finding the largest batch that fits, "
+            "their purpose, cannot apply here; what is compared is the configuration they "
+            "leave the user with (that batch, Lightning's worker rule, no AMP)."
+        )
     return out

@@ -94,7 +94,7 @@ def section(results: Sequence[WorkloadResults], grown: Sequence[TunerOutcome],
                       if name == growth_workload)
         out.findings.append(
             f"{growth_workload}: tuning time is about {intercept:.0f} s + {slope:.1f} s per trial "
-            f"process (least squares over {len(points)} budgets); every budget also pays for "
+            f"process (least squares over {len(points)} trial budgets); each also pays for "
             f"{confirm} confirmation processes."
         )
     shares = [f for _, t in outcomes if (f := Overhead.of(t).fixed_fraction) is not None]

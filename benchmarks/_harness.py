@@ -28,6 +28,9 @@ from benchmarks._settings import FIXED_KNOBS, SuiteSettings, WorkloadGrid
 #: What a DataLoader with workers prefetches when ``prefetch_factor`` is left unset.
 TORCH_DEFAULT_PREFETCH = 2
 
+#: Ratios within this of 1.00 are reported as a tie, not as a win or a loss.
+TIE = 0.005
+
 #: Names of the two reference methods in a comparison session.
 TUNER = "autotune"
 GRID_BEST = "grid best"
@@ -49,6 +52,8 @@ class Run:
     samples_per_s: float | None
     duration_s: float
     window_s: float | None = None
+    #: Share of the timed window spent waiting for the next batch (autotune's runner only).
+    data_wait_fraction: float | None = None
     error: str | None = None
 
     @property
@@ -153,6 +158,7 @@ class WorkloadContext:
             samples_per_s=result.metrics.get("samples_per_s"),
             duration_s=result.duration_s,
             window_s=result.metrics.get("window_s"),
+            data_wait_fraction=result.metrics.get("data_wait_fraction"),
             error=result.error,
         )
 

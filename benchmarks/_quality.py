@@ -48,6 +48,11 @@ class QualityOutcome:
         mine, theirs = self.median(kind), self.median(reference)
         return None if mine is None or not theirs else mine / theirs
 
+    def data_wait(self) -> float | None:
+        """Median share of the runner's window spent waiting for the next batch."""
+        return median([r.data_wait_fraction for r in self.runs[RUNNER]
+                       if r.data_wait_fraction is not None])
+
     def clearly_apart(self, kind: str, reference: str) -> bool:
         return clearly_apart(self.runs[kind], self.runs[reference])
 
@@ -128,17 +133,19 @@ def limit_section(results: Sequence[WorkloadResults]) -> Section:
             "from a few batches built before timing and kept in memory, with no loader (on a "
             "CPU the device is the host, so 'on the device' means in memory). A ratio near "
             "1.00x means the recommendation hides the input pipeline; the gap is what loading "
-            "still costs. Same session as section 3."
+            "still costs. *Waiting for data* is the share of the runner's timed window spent "
+            "waiting for the next batch. Same session as section 3."
         ),
-        columns=["workload", "configuration", "runner samples/s", "plain loop samples/s",
-                 "in memory, no loader, samples/s", "runner / in memory",
-                 "plain loop / in memory"],
+        columns=["workload", "configuration", "runner: waiting for data", "runner samples/s",
+                 "plain loop samples/s", "in memory, no loader, samples/s",
+                 "runner / in memory", "plain loop / in memory"],
     )
     for result in results:
         quality = result.quality
         out.rows.append([
-            result.name, describe(quality.config), number(quality.median(RUNNER)),
-            number(quality.median(PLAIN)), number(quality.median(IN_MEMORY)),
+            result.name, describe(quality.config), percent(quality.data_wait()),
+            number(quality.median(RUNNER)), number(quality.median(PLAIN)),
+            number(quality.median(IN_MEMORY)),
             ratio(quality.relative(RUNNER, IN_MEMORY)),
             ratio(quality.relative(PLAIN, IN_MEMORY)),
         ])

@@ -40,7 +40,9 @@ def number(value: float | None, digits: int = 0) -> str:
 
 
 def ratio(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}x"
+    if value is None:
+        return "n/a"
+    return f"{value:.2f}x" if value >= 0.1 else f"{value:.3f}x"
 
 
 def percent(value: float | None) -> str:

@@ -86,7 +86,7 @@ FULL = SuiteSettings(
     rounds=5,
     repeats=4,
     growth_workload="slow-storage",
-    growth_budgets=(4,),
+    growth_budgets=(4, 7),
 )
 
 SMOKE = SuiteSettings(
