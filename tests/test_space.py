@@ -29,7 +29,7 @@ CPU_BF16 = DeviceInfo(
 )
 AMPERE = DeviceInfo(
     type="cuda", name="test A100", memory_bytes=80 * 2**30, index=0, bf16_supported=True,
-    compute_capability=(8, 0), cpu_count=8,
+    bf16_native=True, compute_capability=(8, 0), cpu_count=8,
 )
 VOLTA = DeviceInfo(
     type="cuda", name="test V100", memory_bytes=16 * 2**30, index=0, bf16_supported=False,
@@ -110,7 +110,10 @@ def test_fixing_amp_to_a_supported_mode() -> None:
 
 
 def test_amp_checklist_on_cpu_and_cuda() -> None:
+    # Emulated bf16 on a CPU is slower: the checklist keeps fp32 unless bf16 is native.
     assert SearchSpace(CPU_BF16, IMAGES).checklist().amp == "off"
+    native = CPU_BF16.model_copy(update={"bf16_native": True})
+    assert SearchSpace(native, IMAGES).checklist().amp == "bf16"
     assert SearchSpace(AMPERE, IMAGES).checklist().amp == "bf16"
     assert SearchSpace(VOLTA, IMAGES).checklist().amp == "fp16"
 

@@ -24,6 +24,19 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+_CPU_BF16_FLAGS = {"avx512_bf16", "amx_bf16"}
+
+
+def cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
 def cpu_count() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -63,6 +76,7 @@ def device_info(device: torch.device) -> DeviceInfo:
             name=props.name,
             memory_bytes=int(props.total_memory),
             bf16_supported=bool(torch.cuda.is_bf16_supported()),
+            bf16_native=props.major >= 8,
             compute_capability=(props.major, props.minor),
             cpu_count=cpu_count(),
         )
@@ -71,6 +85,7 @@ def device_info(device: torch.device) -> DeviceInfo:
         name=cpu_model(),
         memory_bytes=int(psutil.virtual_memory().total),
         bf16_supported=True,  # CPU autocast runs bf16 everywhere; whether it pays is measured
+        bf16_native=bool(_CPU_BF16_FLAGS & cpu_flags()),
         cpu_count=cpu_count(),
     )
 

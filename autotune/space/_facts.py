@@ -17,6 +17,9 @@ class DeviceInfo(BaseModel):
     memory_bytes: int
     index: int | None = None
     bf16_supported: bool = False
+    #: bf16 runs in hardware (tensor cores; on a CPU the avx512_bf16 or amx_bf16 instructions),
+    #: so the checklist turns it on; elsewhere bf16 is emulated and only searched.
+    bf16_native: bool = False
     #: (major, minor) CUDA compute capability; None on CPU.
     compute_capability: tuple[int, int] | None = None
     cpu_count: int = 1

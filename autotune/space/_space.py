@@ -342,9 +342,15 @@ class SearchSpace:
         wanted.update(self.fixed)
         return self.config_from({name: self._nearest(name, v) for name, v in wanted.items()})
 
+    def _checklist_amp(self) -> str:
+        """The seeds say "use AMP": bf16 where the hardware runs it natively, else fp16 on
+        CUDA; a CPU without bf16 instructions keeps fp32 (emulated bf16 is slower)."""
+        if self.device.bf16_native:
+            return "bf16"
+        return "fp16" if self.device.is_cuda else "off"
+
     def checklist(self) -> Config:
         """The seeds' checklist applied as written: what a careful user would set by hand."""
-        cuda = self.device.is_cuda
         wanted: dict[str, Any] = {
             "batch_size": self.workload.batch_size * 2,
             "num_workers": self.device.cpu_count,
@@ -352,7 +358,7 @@ class SearchSpace:
             "prefetch_factor": 2,
             "persistent_workers": True,
             "device_prefetch": True,
-            "amp": ("bf16" if self.device.bf16_supported else "fp16") if cuda else "off",
+            "amp": self._checklist_amp(),
             "channels_last": True,
             "cudnn_benchmark": True,
             "tf32": True,
