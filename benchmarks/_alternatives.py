@@ -42,7 +42,8 @@ def checklist(ctx: WorkloadContext) -> Alternative:
     return Alternative(
         "seeds' checklist", ctx.full_space().checklist(),
         "batch x2, workers = cores, prefetch 2, persistent workers, channels_last on 4-D "
-        "inputs; AMP, pinning and cuDNN items are CUDA-only",
+        "inputs, AMP where the hardware runs it natively (bf16 on this CPU if it has "
+        "avx512_bf16/amx_bf16); pinning and cuDNN items are CUDA-only",
     )
 
 
