@@ -25,7 +25,7 @@ import psutil
 import pytest
 from sqlalchemy import create_engine, text
 
-from autotune.store import Database, open_database
+from autotune.store import Database, Job, open_database
 
 POSTGRES_URL = os.environ.get(
     "AUTOTUNE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -223,3 +223,12 @@ def start_service(
         service.stop()
         raise
     return service
+
+
+def add_job(db: Database, **values: object) -> int:
+    """A queued job row, straight into the database (as a submitted job would be)."""
+    with db.session() as session:
+        job = Job(workload="builtin:image-cnn", options={"n_trials": 3}, **values)
+        session.add(job)
+        session.flush()
+        return job.id

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import conftest_service
 import pytest
+from conftest_service import add_job
 from sqlalchemy import update
 
 from autotune import service
@@ -20,26 +21,11 @@ from autotune.service import (
     request_cancel,
 )
 from autotune.store import Database, Job, Trial, utcnow
+from autotune.tuner import load_job
 
 database_url, database = conftest_service.database_url, conftest_service.database
 
 POLICY = ClaimPolicy(stale_after_s=30, max_attempts=3)
-
-
-def add_job(db: Database, **values: object) -> int:
-    with db.session() as session:
-        job = Job(workload="builtin:image-cnn", options={"n_trials": 3}, **values)
-        session.add(job)
-        session.flush()
-        return job.id
-
-
-def load(db: Database, job_id: int) -> Job:
-    with db.session() as session:
-        job = session.get(Job, job_id)
-        assert job is not None
-        session.expunge(job)
-        return job
 
 
 def claim(db: Database, worker_id: str = "w1") -> int | None:
@@ -51,7 +37,7 @@ def claim(db: Database, worker_id: str = "w1") -> int | None:
 def test_claim_takes_the_oldest_queued_job_and_owns_it(database: Database) -> None:
     first, second = add_job(database), add_job(database)
     assert claim(database, "w1") == first
-    job = load(database, first)
+    job = load_job(database, first)
     assert (job.status, job.worker_id, job.attempts) == ("running", "w1", 1)
     assert job.heartbeat_at is not None and job.started_at is not None
     assert claim(database, "w2") == second
@@ -74,7 +60,7 @@ def test_concurrent_claims_never_share_a_job(database: Database) -> None:
         thread.join(timeout=60)
     every = [job_id for jobs in claimed.values() for job_id in jobs]
     assert sorted(every) == sorted(ids)  # each job exactly once
-    assert all(load(database, job_id).attempts == 1 for job_id in ids)
+    assert all(load_job(database, job_id).attempts == 1 for job_id in ids)
 
 
 def _age_heartbeat(db: Database, job_id: int, seconds: float) -> None:
@@ -90,7 +76,7 @@ def test_a_running_job_with_a_stale_heartbeat_is_taken_over(database: Database) 
     assert claim(database, "alive") is None  # 5 s old: its worker may just be slow
     _age_heartbeat(database, job_id, 60)
     assert claim(database, "alive") == job_id
-    job = load(database, job_id)
+    job = load_job(database, job_id)
     assert (job.worker_id, job.attempts, job.status) == ("alive", 2, "running")
     # The dead worker learns it lost the job at its next heartbeat.
     with database.session() as session:
@@ -108,7 +94,7 @@ def test_an_abandoned_job_out_of_attempts_fails_with_a_reason(database: Database
     job_id = add_job(database, status="running", attempts=3, worker_id="gone",
                      heartbeat_at=utcnow() - timedelta(minutes=5))
     assert claim(database) is None
-    job = load(database, job_id)
+    job = load_job(database, job_id)
     assert job.status == "failed"
     assert "lost its worker 3 times" in (job.error or "")
 
@@ -133,7 +119,7 @@ def test_cancel_of_a_dead_workers_job_finishes_it_on_the_next_claim(database: Da
         request_cancel(session, job_id)
     _age_heartbeat(database, job_id, 60)
     assert claim(database, "alive") is None
-    assert load(database, job_id).status == "cancelled"
+    assert load_job(database, job_id).status == "cancelled"
 
 
 def test_cancel_refuses_finished_jobs_and_unknown_ids(database: Database) -> None:
@@ -151,9 +137,9 @@ def test_release_requeues_a_job_for_another_worker(database: Database) -> None:
     with database.session() as session:
         assert not release(session, job_id, "someone-else")
         assert release(session, job_id, "w1")
-    assert load(database, job_id).status == "queued"
+    assert load_job(database, job_id).status == "queued"
     assert claim(database, "w2") == job_id
-    assert load(database, job_id).attempts == 2
+    assert load_job(database, job_id).attempts == 2
 
 
 def test_progress_pages_metrics_and_recommendation_read_the_same_on_both(

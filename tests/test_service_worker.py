@@ -8,28 +8,13 @@ from typing import Any
 
 import conftest_service
 import pytest
-from conftest_service import wait_for
+from conftest_service import add_job, wait_for
 
 from autotune.service import ClaimPolicy, Worker, claim_next
 from autotune.store import Database, Job, utcnow
+from autotune.tuner import load_job
 
 database_url, database = conftest_service.database_url, conftest_service.database
-
-
-def add_job(db: Database) -> int:
-    with db.session() as session:
-        job = Job(workload="builtin:image-cnn", options={"n_trials": 3})
-        session.add(job)
-        session.flush()
-        return job.id
-
-
-def load(db: Database, job_id: int) -> Job:
-    with db.session() as session:
-        job = session.get(Job, job_id)
-        assert job is not None
-        session.expunge(job)
-        return job
 
 
 def set_status(db: Database, job_id: int, status: str) -> None:
@@ -77,7 +62,7 @@ def test_the_lease_is_renewed_while_the_job_runs(database: Database) -> None:
         with database.session(immediate=True) as session:
             assert claim_next(session, "other", worker.policy) is None
         time.sleep(0.1)
-    job = load(database, job_id)
+    job = load_job(database, job_id)
     assert (job.status, job.attempts, job.worker_id) == ("succeeded", 1, "test-worker")
     assert not runner.cancelled
 
@@ -94,7 +79,7 @@ def test_a_requested_cancel_stops_the_job_within_a_heartbeat(database: Database)
         job.cancel_requested = True
     thread.join(10)
     assert runner.cancelled and time.monotonic() - asked < 2
-    assert load(database, job_id).status == "cancelled"
+    assert load_job(database, job_id).status == "cancelled"
 
 
 def test_stopping_the_worker_puts_its_job_back_in_the_queue(database: Database) -> None:
@@ -106,7 +91,7 @@ def test_stopping_the_worker_puts_its_job_back_in_the_queue(database: Database) 
     worker.stop()
     thread.join(10)
     assert not thread.is_alive()
-    job = load(database, job_id)
+    job = load_job(database, job_id)
     assert (job.status, job.worker_id) == ("queued", None)
 
 
@@ -118,7 +103,7 @@ def test_a_runner_that_raises_fails_the_job_and_the_worker_goes_on(database: Dat
     worker = make_worker(database, broken)
     assert worker.run_once() == first
     assert worker.run_once() == second
-    job = load(database, first)
+    job = load_job(database, first)
     assert job.status == "failed"
     assert job.error == (f"job {first} hit an internal error (RuntimeError: boom); report it "
                          "with the worker log")
