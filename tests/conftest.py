@@ -14,6 +14,23 @@ WORKLOADS = Path(__file__).parent / "workloads"
 FAST = {"warmup_steps": 1, "min_steps": 3, "min_seconds": 0.3}
 
 
+#: Packages whose releases have broken this suite before: their versions open every test run, so a
+#: failure that appears with a new release is easy to place.
+DRIFT_WATCHED = ("pytest", "schemathesis", "hypothesis", "optuna", "torch", "sqlalchemy")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return "versions: " + ", ".join(f"{name} {installed(name)}" for name in DRIFT_WATCHED)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
         return
