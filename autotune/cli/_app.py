@@ -17,7 +17,7 @@ from autotune.cli._service import register as register_service_commands
 from autotune.errors import ConfigError
 from autotune.measure import MeasurePlan
 from autotune.space import check_knob_settings, parse_assignments
-from autotune.store import Database, Job, open_database
+from autotune.store import Database, Job, TrialRecord, open_database
 from autotune.tuner import TuneOptions, bench, create_job, read_config, run_job
 from autotune.workload import builtin_names, parse_ref
 
@@ -182,7 +182,8 @@ def bench_command(
     from autotune.cli._progress import RichReporter
 
     job = bench(open_database(db), options, chosen, repeats, RichReporter(console))
-    speeds = sorted(t.samples_per_s for t in job.trials if t.usable and t.samples_per_s)
+    runs = [TrialRecord.model_validate(trial) for trial in job.trials]
+    speeds = sorted(run.samples_per_s for run in runs if run.usable and run.samples_per_s)
     if not speeds:
         console.print("no run finished usable; see the outcomes above")
         raise typer.Exit(1)

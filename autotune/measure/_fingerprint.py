@@ -90,6 +90,17 @@ def device_info(device: torch.device) -> DeviceInfo:
     )
 
 
+def device_uuid(device: torch.device) -> str | None:
+    """The GPU's UUID as NVML and ``CUDA_VISIBLE_DEVICES`` write it (``GPU-...``)."""
+    if device.type != "cuda":
+        return None
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    if uuid is None:
+        return None
+    text = str(uuid)
+    return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
+
+
 def _cudnn_version() -> int | None:
     cudnn = torch.backends.cudnn
     return cudnn.version() if cudnn.is_available() else None
@@ -102,6 +113,7 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
         "device_type": info.type,
         "device_name": info.name,
         "device_memory_bytes": info.memory_bytes,
+        "device_uuid": device_uuid(device),
         "compute_capability": list(info.compute_capability) if info.compute_capability else None,
         "cpu_model": cpu_model(),
         "cpu_count": info.cpu_count,

@@ -17,14 +17,18 @@ def _nvml() -> Any | None:
 
 
 class UtilizationSampler:
-    """Collects GPU utilisation (percent) of one device each time :meth:`sample` is called."""
+    """Collects GPU utilisation (percent) of one device each time :meth:`sample` is called.
 
-    def __init__(self, device_index: int | None) -> None:
-        self._nvml = _nvml() if device_index is not None else None
+    The device is named by its UUID (``GPU-...``), never by an ordinal: NVML numbers GPUs in
+    PCI order, CUDA fastest first and after ``CUDA_VISIBLE_DEVICES``, so ordinals disagree.
+    """
+
+    def __init__(self, device_uuid: str | None) -> None:
+        self._nvml = _nvml() if device_uuid is not None else None
         self._handle = None
-        if self._nvml is not None and device_index is not None:
+        if self._nvml is not None and device_uuid is not None:
             try:
-                self._handle = self._nvml.nvmlDeviceGetHandleByIndex(device_index)
+                self._handle = self._nvml.nvmlDeviceGetHandleByUUID(device_uuid)
             except Exception:
                 self._nvml = None
         self.samples: list[float] = []

@@ -4,7 +4,6 @@ from autotune.recommend._apply import Recommendation, load_recommendation
 from autotune.recommend._confirm import (
     CandidateRuns,
     Confirmation,
-    Measurement,
     confirm,
     pick_candidates,
 )
@@ -17,7 +16,6 @@ __all__ = [
     "SCHEMA",
     "CandidateRuns",
     "Confirmation",
-    "Measurement",
     "Recommendation",
     "TrialView",
     "build_document",

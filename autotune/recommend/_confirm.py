@@ -7,31 +7,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from autotune.space import Config
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One measured run of a configuration, as confirmation and the report need it."""
-
-    config: Config
-    outcome: str
-    usable: bool
-    samples_per_s: float | None = None
-    step_time_ms: float | None = None
-    data_wait_fraction: float | None = None
-    peak_memory_bytes: int | None = None
-    peak_host_memory_bytes: int | None = None
-    device_utilization: float | None = None
-
+from autotune.store import TrialRecord
 
 #: Runs one configuration in a fresh process; None when the job was cancelled meanwhile.
-ConfirmFn = Callable[[Config], Measurement | None]
+ConfirmFn = Callable[[Config], TrialRecord | None]
 
 
 @dataclass
 class CandidateRuns:
     config: Config
-    runs: list[Measurement] = field(default_factory=list)
+    runs: list[TrialRecord] = field(default_factory=list)
 
     @property
     def usable(self) -> bool:
@@ -74,9 +59,9 @@ class Confirmation:
             self.paired_ratios) <= 1.0
 
 
-def pick_candidates(measured: Sequence[Measurement], baseline: Config, top: int) -> list[Config]:
+def pick_candidates(measured: Sequence[TrialRecord], baseline: Config, top: int) -> list[Config]:
     """The ``top`` fastest distinct usable configurations other than the baseline."""
-    best: dict[str, Measurement] = {}
+    best: dict[str, TrialRecord] = {}
     for run in measured:
         if not run.usable or run.config.key() == baseline.key():
             continue

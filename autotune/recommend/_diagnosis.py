@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
 from autotune.space import Config, DeviceInfo
+from autotune.store import TrialRecord
 
 #: Data wait (fraction of the step) from which a configuration counts as input-bound.
 INPUT_BOUND_WAIT = 0.3
@@ -30,7 +29,8 @@ _FAILURES = {
 
 @dataclass(frozen=True)
 class TrialView:
-    """What the diagnosis needs to know about one measured configuration."""
+    """What the diagnosis needs to know about one configuration: a trial's record, or the
+    medians of a confirmed candidate's runs."""
 
     config: Config
     outcome: str
@@ -40,11 +40,10 @@ class TrialView:
     device_utilization: float | None = None
 
     @classmethod
-    def of(cls, record: Any) -> TrialView:
-        """A view of a stored ``Trial`` row or a confirmation ``Measurement``."""
-        config = record.config
+    def of(cls, record: TrialRecord) -> TrialView:
+        """The view of one measured trial."""
         return cls(
-            config=config if isinstance(config, Config) else Config.model_validate(config),
+            config=record.config,
             outcome=record.outcome,
             samples_per_s=record.samples_per_s,
             data_wait_fraction=record.data_wait_fraction,

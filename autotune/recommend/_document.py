@@ -6,17 +6,18 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from autotune.recommend._confirm import CandidateRuns, Confirmation, Measurement
+from autotune.recommend._confirm import CandidateRuns, Confirmation
 from autotune.recommend._diagnosis import TrialView, diagnose
 from autotune.recommend._export import exports
 from autotune.recommend._schema import SCHEMA
 from autotune.space import DeviceInfo
+from autotune.store import TrialRecord
 
 
 def _metrics(entry: CandidateRuns) -> dict[str, Any]:
     return {
         "samples_per_s": entry.median_samples_per_s,
-        "step_time_ms": entry.median_of("step_time_ms"),
+        "step_time_ms": entry.median_of("step_time_median_ms"),
         "peak_memory_bytes": entry.max_of("peak_memory_bytes"),
         "peak_host_memory_bytes": entry.max_of("peak_host_memory_bytes"),
         "data_wait_fraction": entry.median_of("data_wait_fraction"),
@@ -58,7 +59,7 @@ def build_document(
     workload_name: str,
     device: DeviceInfo,
     confirmation: Confirmation,
-    search_runs: Sequence[Measurement],
+    search_runs: Sequence[TrialRecord],
     trial_counts: dict[str, int],
     memory_limited: bool,
     memory_budget_bytes: int | None,

@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 import torch
 
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, ConfigError
 from autotune.measure import (
     MeasurePlan,
     NonFiniteLoss,
@@ -54,8 +54,22 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(p in str(exc).lower() for p in _OOM_PHRASES)
 
 
+def _device(request: dict[str, Any]) -> torch.device:
+    """The trial's device; the parent shows this process only that GPU, as ``cuda:0``."""
+    try:
+        return resolve_device(request["device"])
+    except ConfigError:
+        requested = request.get("requested_device", request["device"])
+        if requested == request["device"]:
+            raise
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        raise ConfigError(f"--device {requested}: no such CUDA device is visible (the trial "
+                          f"process got CUDA_VISIBLE_DEVICES={visible!r}); pick an index of a "
+                          "GPU that nvidia-smi lists") from None
+
+
 def probe(request: dict[str, Any], emit: EventWriter) -> None:
-    device = resolve_device(request["device"])
+    device = _device(request)
     workload = load_workload(request["workload"])
     try:
         dataset = workload.dataset()
@@ -84,7 +98,7 @@ def probe(request: dict[str, Any], emit: EventWriter) -> None:
 
 
 def trial(request: dict[str, Any], emit: EventWriter) -> None:
-    device = resolve_device(request["device"])
+    device = _device(request)
     config = Config.model_validate(request["config"])
     plan = MeasurePlan(**request.get("plan", {}))
     budget = request.get("device_memory_budget_bytes")

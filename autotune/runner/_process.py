@@ -1,4 +1,4 @@
-"""Running one trial in a fresh process: timeout, memory budget, pruning, cancel, outcome."""
+"""Running one trial in a fresh process: timeout, memory cap, pruning, cancel, outcome."""
 
 from __future__ import annotations
 
@@ -13,47 +13,36 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from dataclasses import asdict, dataclass
 from typing import IO, Any
+
+import psutil
 
 from autotune.errors import AutotuneError, WorkloadError
 from autotune.measure import MeasurePlan, TreeMemorySampler, UtilizationSampler
+from autotune.runner._devices import trial_device
+from autotune.runner._oom import OomKillCounter
 from autotune.runner._protocol import RESULT_FD_ENV
 from autotune.space import Config, DeviceInfo, WorkloadInfo
-from autotune.store import utcnow
+from autotune.store import TrialRecord, utcnow
 
 #: Called with each progress event; returning True stops the trial (pruned).
 ProgressCallback = Callable[[dict[str, Any]], bool]
 
 _LOG_TAIL_CHARS = 4000
 
+#: Without ``--max-memory`` (and on CUDA, where the budget caps device memory) a trial's process
+#: tree may use at most this share of the host memory available when it starts: a runaway
+#: configuration is stopped as ``oom`` before it drives the machine into swap or the kernel's
+#: out-of-memory killer takes another process.
+DEFAULT_HOST_MEMORY_SHARE = 0.8
+#: A trial killed by a SIGKILL we did not send, whose last memory reading was at least this
+#: share of its cap, was killed by the kernel for memory (the reading lags the allocation).
+NEAR_CAP_SHARE = 0.9
 
-@dataclass
-class TrialResult:
-    """What one trial process produced, classified into one outcome."""
 
-    outcome: str
-    config: Config
-    metrics: dict[str, Any] = field(default_factory=dict)
-    pruned: bool = False
-    cancelled: bool = False
-    error: str | None = None
-    exit_code: int | None = None
-    signal: str | None = None
-    peak_host_memory_bytes: int | None = None
-    device_utilization: float | None = None
-    fingerprint: dict[str, Any] | None = None
-    started_at: datetime = field(default_factory=utcnow)
-    finished_at: datetime = field(default_factory=utcnow)
-    duration_s: float = 0.0
-    log_tail: str = ""
-
-    @property
-    def peak_memory_bytes(self) -> int | None:
-        """Peak memory of the device: reserved CUDA memory, or host memory on a CPU."""
-        reserved = self.metrics.get("peak_memory_reserved_bytes")
-        return int(reserved) if reserved is not None else self.peak_host_memory_bytes
+class TrialCancelled(Exception):
+    """The caller's cancel event was set while the trial ran; nothing was measured."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +50,12 @@ class ProbeResult:
     device: DeviceInfo
     workload: WorkloadInfo
     fingerprint: dict[str, Any]
+
+    @property
+    def device_uuid(self) -> str | None:
+        """NVML's name (``GPU-...``) of the GPU the probe saw; None on a CPU."""
+        uuid = self.fingerprint.get("device_uuid")
+        return str(uuid) if uuid else None
 
 
 @dataclass
@@ -70,6 +65,7 @@ class _Run:
     process: subprocess.Popen[bytes]
     log: IO[bytes]
     events: queue.Queue[dict[str, Any] | None]
+    started: float
     kill_reason: str | None = None
     kill_detail: str | None = None
     last_progress: dict[str, Any] | None = None
@@ -98,9 +94,13 @@ def _read_events(stream: IO[str], events: queue.Queue[dict[str, Any] | None]) ->
 
 
 def _start(request: dict[str, Any]) -> _Run:
+    """Start a trial process for ``request``, showing it only the GPU it is asked to use."""
+    target = trial_device(request["device"], os.environ)
+    request = dict(request, device=target.device, requested_device=request["device"])
     read_fd, write_fd = os.pipe()
     log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by the caller once classified
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **{RESULT_FD_ENV: str(write_fd)})
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{RESULT_FD_ENV: str(write_fd)},
+               **target.environment())
     process = subprocess.Popen(
         [sys.executable, "-m", "autotune.runner._child"],
         stdin=subprocess.PIPE,
@@ -119,7 +119,7 @@ def _start(request: dict[str, Any]) -> _Run:
         target=_read_events, args=(os.fdopen(read_fd, "r"), events), daemon=True
     )
     reader.start()
-    return _Run(process=process, log=log, events=events)
+    return _Run(process=process, log=log, events=events, started=time.monotonic())
 
 
 def _log_tail(run: _Run) -> str:
@@ -184,42 +184,66 @@ def _last_log_line(tail: str) -> str:
     return lines[-1] if lines else ""
 
 
-def _classify(run: _Run, result: TrialResult) -> None:
-    returncode = run.process.returncode
-    result.exit_code = returncode if returncode is not None and returncode >= 0 else None
-    if returncode is not None and returncode < 0 and run.kill_reason is None:
-        result.signal = _signal_name(returncode)
-    if run.kill_reason == "pruned":
-        result.outcome, result.pruned = "ok", True
-        if run.last_progress is not None:
-            result.metrics = {"samples_per_s": run.last_progress["samples_per_s"],
-                              "steps": run.last_progress["steps"]}
-        return
-    if run.kill_reason == "cancelled":
-        result.outcome, result.cancelled = "error", True
-        result.error = "cancelled while running"
-        return
-    if run.kill_reason in ("timeout", "oom"):
-        result.outcome, result.error = run.kill_reason, run.kill_detail
-        return
-    if run.result is not None:
-        result.outcome = run.result.get("outcome", "error")
-        result.error = run.result.get("error")
-        result.metrics = dict(run.result.get("metrics") or {})
-        for key in ("peak_memory_allocated_bytes", "peak_memory_reserved_bytes"):
-            if run.result.get(key) is not None:
-                result.metrics[key] = run.result[key]
-        result.fingerprint = run.result.get("fingerprint")
-        return
-    result.outcome = "crashed"
-    hint = _last_log_line(result.log_tail)
+@dataclass(frozen=True)
+class _HostMemory:
+    """What the parent saw of a finished trial's host memory, and the cap it was held to."""
+
+    peak_bytes: int
+    cap_bytes: int
+    #: Out-of-memory kills the kernel counted in the trial's memory cgroup while it ran.
+    kernel_oom_kills: int | None
+
+    def killed_by_kernel(self, returncode: int | None) -> bool:
+        """A SIGKILL we did not send, with the kernel's OOM counter (or our reading) as proof."""
+        if returncode != -signal.SIGKILL:
+            return False
+        return bool(self.kernel_oom_kills) or self.peak_bytes >= NEAR_CAP_SHARE * self.cap_bytes
+
+
+def _crash_message(returncode: int | None, tail: str) -> str:
+    hint = _last_log_line(tail)
     if returncode is not None and returncode < 0:
         cause = f"the trial process was killed by {_signal_name(returncode)}"
-        if returncode == -signal.SIGKILL:
-            cause += " (possibly the kernel's out-of-memory killer)"
     else:
         cause = f"the trial process exited with code {returncode} before reporting"
-    result.error = f"{cause}: {hint}" if hint else cause
+    return f"{cause}: {hint}" if hint else cause
+
+
+def _outcome(run: _Run, memory: _HostMemory, tail: str) -> dict[str, Any]:
+    """The outcome and measured values of a finished trial, as fields of its record."""
+    returncode = run.process.returncode
+    fields: dict[str, Any] = {
+        "exit_code": returncode if returncode is not None and returncode >= 0 else None,
+    }
+    if returncode is not None and returncode < 0 and run.kill_reason is None:
+        fields["signal"] = _signal_name(returncode)
+    if run.kill_reason == "pruned":
+        progress = run.last_progress or {}
+        return fields | {"outcome": "ok", "pruned": True,
+                         "samples_per_s": progress.get("samples_per_s"),
+                         "steps": progress.get("steps")}
+    if run.kill_reason in ("timeout", "oom"):
+        return fields | {"outcome": run.kill_reason, "error": run.kill_detail}
+    if run.result is not None:
+        result = run.result
+        metrics = dict(result.get("metrics") or {})
+        for key in ("peak_memory_allocated_bytes", "peak_memory_reserved_bytes"):
+            if result.get(key) is not None:
+                metrics[key] = result[key]
+        return fields | metrics | {"outcome": result.get("outcome", "error"),
+                                   "error": result.get("error"),
+                                   "fingerprint": result.get("fingerprint")}
+    if run.kill_reason is None and memory.killed_by_kernel(returncode):
+        return fields | {"outcome": "oom", "error": (
+            f"the kernel's out-of-memory killer stopped the trial (SIGKILL) with its processes "
+            f"at {memory.peak_bytes / 2**20:.0f} MiB of host memory; lower the batch size or "
+            "the workers, or free memory on this machine")}
+    return fields | {"outcome": "crashed", "error": _crash_message(returncode, tail)}
+
+
+def default_host_memory_cap() -> int:
+    """:data:`DEFAULT_HOST_MEMORY_SHARE` of the host memory available now."""
+    return int(DEFAULT_HOST_MEMORY_SHARE * psutil.virtual_memory().available)
 
 
 def run_trial(
@@ -230,15 +254,18 @@ def run_trial(
     timeout_s: float,
     memory_budget_bytes: int | None = None,
     budget_is_host_memory: bool = True,
-    device_index: int | None = None,
+    device_uuid: str | None = None,
     on_progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
-) -> TrialResult:
+) -> TrialRecord:
     """Measure ``config`` in a fresh process and classify how it ended.
 
-    With ``budget_is_host_memory`` (a CPU device) the process tree is killed as ``oom`` when
-    its memory passes the budget; on CUDA the budget caps the trial's device memory instead,
-    so exceeding it is a real CUDA out-of-memory error.
+    The process tree's host memory is always capped: by the budget with
+    ``budget_is_host_memory`` (a CPU device), otherwise by :func:`default_host_memory_cap`;
+    passing the cap, or being killed by the kernel's out-of-memory killer, is ``oom``. On CUDA
+    the budget caps the trial's device memory instead, so exceeding it is a real CUDA
+    out-of-memory error. ``device_uuid`` (NVML's ``GPU-...``) names the GPU whose utilisation
+    is sampled. Raises :class:`TrialCancelled` when ``cancel`` is set meanwhile.
     """
     request = {
         "mode": "trial",
@@ -248,25 +275,27 @@ def run_trial(
         "plan": asdict(plan),
         "device_memory_budget_bytes": None if budget_is_host_memory else memory_budget_bytes,
     }
-    result = TrialResult(outcome="error", config=config)
-    started = time.monotonic()
+    started_at = utcnow()
+    host_budget = memory_budget_bytes if budget_is_host_memory else None
+    cap = host_budget if host_budget is not None else default_host_memory_cap()
+    cap_name = ("the memory budget" if host_budget is not None else
+                f"the default cap ({DEFAULT_HOST_MEMORY_SHARE:.0%} of the memory available; "
+                "set --max-memory to change it)")
+    oom_kills = OomKillCounter.of_this_process()
+    kills_before = oom_kills.read()
     run = _start(request)
-    utilization = UtilizationSampler(device_index)
+    utilization = UtilizationSampler(device_uuid)
 
-    def over_budget(used: int) -> None:
-        run.kill("oom", f"host memory reached {used / 2**20:.0f} MiB, over the memory budget "
-                        f"of {memory_budget_bytes / 2**20:.0f} MiB" if memory_budget_bytes else "")
+    def over_cap(used: int) -> None:
+        run.kill("oom", f"host memory reached {used / 2**20:.0f} MiB, over {cap_name} of "
+                        f"{cap / 2**20:.0f} MiB")
 
     def sample_utilization() -> None:
         if run.warmed_up:
             utilization.sample()
 
-    sampler = TreeMemorySampler(
-        run.process.pid,
-        budget_bytes=memory_budget_bytes if budget_is_host_memory else None,
-        on_over_budget=over_budget,
-        extra_sample=sample_utilization,
-    )
+    sampler = TreeMemorySampler(run.process.pid, budget_bytes=cap, on_over_budget=over_cap,
+                                extra_sample=sample_utilization)
     try:
         with sampler:
             _supervise(run, timeout_s, on_progress, cancel)
@@ -274,14 +303,33 @@ def run_trial(
         run.kill("cancelled")
         raise
     finally:
-        result.log_tail = _log_tail(run)
+        tail = _log_tail(run)
         run.log.close()
-    _classify(run, result)
-    result.peak_host_memory_bytes = sampler.peak_bytes or None
-    result.device_utilization = utilization.mean()
-    result.duration_s = time.monotonic() - started
-    result.finished_at = utcnow()
-    return result
+    if run.kill_reason == "cancelled":
+        raise TrialCancelled
+    kills_after = oom_kills.read()
+    memory = _HostMemory(
+        peak_bytes=sampler.peak_bytes, cap_bytes=cap,
+        kernel_oom_kills=None if kills_before is None or kills_after is None
+        else kills_after - kills_before,
+    )
+    fields = _outcome(run, memory, tail)
+    record = TrialRecord.model_validate(fields | {
+        "config": config,
+        "peak_host_memory_bytes": sampler.peak_bytes or None,
+        "device_utilization": utilization.mean(),
+        "started_at": started_at,
+        "finished_at": utcnow(),
+        "duration_s": time.monotonic() - run.started,
+    })
+    return _with_budget_verdict(record, memory_budget_bytes)
+
+
+def _with_budget_verdict(record: TrialRecord, budget: int | None) -> TrialRecord:
+    peak = record.peak_memory_bytes
+    if budget is None or peak is None:
+        return record
+    return record.model_copy(update={"within_budget": peak <= budget and record.outcome != "oom"})
 
 
 def probe_workload(workload: str, device: str, timeout_s: float = 120.0) -> ProbeResult:
@@ -297,8 +345,11 @@ def probe_workload(workload: str, device: str, timeout_s: float = 120.0) -> Prob
         run.log.close()
     event = run.result
     if event is not None and event.get("event") == "probe":
+        # The probe saw its GPU as cuda:0; the job records the index the user named.
+        index = trial_device(device, os.environ).requested_index
+        info = DeviceInfo.model_validate(event["device"])
         return ProbeResult(
-            device=DeviceInfo.model_validate(event["device"]),
+            device=info.model_copy(update={"index": index}) if info.is_cuda else info,
             workload=WorkloadInfo.model_validate(event["workload"]),
             fingerprint=event["fingerprint"],
         )

@@ -54,7 +54,7 @@ class MetricsSnapshot:
 
 
 def _usable() -> Any:
-    """SQL form of :attr:`autotune.store.Trial.usable`."""
+    """SQL form of :attr:`autotune.store.TrialRecord.usable` (and not interrupted)."""
     return and_(
         Trial.outcome == "ok",
         Trial.interrupted.is_(False),

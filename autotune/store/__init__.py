@@ -1,7 +1,17 @@
 """Storage of jobs and trials through SQLAlchemy (SQLite by default, PostgreSQL shared)."""
 
 from autotune.store._db import Database, configure_sqlite, open_database, resolve_url
-from autotune.store._models import JOB_STATUSES, OUTCOMES, PHASES, Base, Job, Trial, utcnow
+from autotune.store._models import (
+    JOB_STATUSES,
+    OUTCOMES,
+    PHASES,
+    Base,
+    Job,
+    Outcome,
+    Trial,
+    utcnow,
+)
+from autotune.store._record import TrialRecord
 
 __all__ = [
     "JOB_STATUSES",
@@ -10,7 +20,9 @@ __all__ = [
     "Base",
     "Database",
     "Job",
+    "Outcome",
     "Trial",
+    "TrialRecord",
     "configure_sqlite",
     "open_database",
     "resolve_url",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 from sqlalchemy import (
     JSON,
@@ -24,7 +24,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 #: Job states. ``interrupted`` is a CLI run stopped by Ctrl-C or a kill, resumable.
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
 #: Trial outcomes. Only ``ok`` trials within the memory budget can be recommended.
-OUTCOMES = ("ok", "oom", "nonfinite", "timeout", "error", "crashed")
+Outcome = Literal["ok", "oom", "nonfinite", "timeout", "error", "crashed"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 #: Why a trial was run: the search, its two seeded first trials, confirmation, or `bench`.
 PHASES = ("baseline", "checklist", "search", "confirm", "bench")
 
@@ -91,7 +92,8 @@ class Job(Base):
 
 
 class Trial(Base):
-    """One configuration measured once, in its own process."""
+    """One configuration measured once, in its own process: a stored
+    :class:`~autotune.store.TrialRecord` (read it back with ``TrialRecord.model_validate``)."""
 
     __tablename__ = "autotune_trials"
     __table_args__ = (Index("ix_autotune_trials_job_key", "job_id", "config_key"),)
@@ -132,14 +134,3 @@ class Trial(Base):
     duration_s: Mapped[float | None] = mapped_column(Float)
 
     job: Mapped[Job] = relationship(back_populates="trials")
-
-    @property
-    def usable(self) -> bool:
-        """Whether this trial may be recommended: finished ok, finite, within the budget."""
-        return (
-            self.outcome == "ok"
-            and not self.pruned
-            and self.losses_finite is not False
-            and self.within_budget is not False
-            and self.samples_per_s is not None
-        )

@@ -69,9 +69,9 @@ def bench(
         result = run_trial(
             options.workload, config, options.device, plan, options.trial_timeout_s,
             memory_budget_bytes=budget, budget_is_host_memory=not probe.device.is_cuda,
-            device_index=probe.device.index,
+            device_uuid=probe.device_uuid,
         )
-        row: Trial = trial_row(job_id, number, "bench", result, None, budget)
+        row: Trial = trial_row(job_id, number, "bench", result, None)
         with db.session(immediate=True) as session:
             session.add(row)
         reporter.trial_finished(row)

@@ -14,12 +14,11 @@ from sqlalchemy import select
 from autotune.errors import AutotuneError, ConfigError, NoFeasibleConfigError
 from autotune.recommend import (
     Confirmation,
-    Measurement,
     build_document,
     confirm,
     pick_candidates,
 )
-from autotune.runner import ProbeResult, TrialResult, probe_workload, run_trial
+from autotune.runner import ProbeResult, TrialCancelled, probe_workload, run_trial
 from autotune.search import (
     InfeasibleSet,
     Observation,
@@ -31,9 +30,9 @@ from autotune.search import (
     study_name_for,
 )
 from autotune.space import Config, SearchSpace
-from autotune.store import Database, Job, Trial, utcnow
+from autotune.store import Database, Job, Trial, TrialRecord, utcnow
 from autotune.tuner._options import TuneOptions
-from autotune.tuner._record import measurement_of, next_trial_number, ran_out_of_memory, trial_row
+from autotune.tuner._record import next_trial_number, trial_row
 from autotune.tuner._reporter import Reporter
 
 
@@ -135,10 +134,11 @@ class _JobRun:
             session.expunge_all()
         searched = [r for r in rows if r.phase != "confirm" and not r.interrupted]
         for row in searched:
-            state.values[row.config_key] = (row.samples_per_s or 0.0) if row.usable else 0.0
+            record = TrialRecord.model_validate(row)
+            state.values[row.config_key] = (record.samples_per_s or 0.0) if record.usable else 0.0
             state.measured += 1
-            if ran_out_of_memory(row):
-                state.infeasible.add(Config.model_validate(row.config))
+            if record.ran_out_of_memory:
+                state.infeasible.add(record.config)
         retried = {r.config_key for r in rows if r.interrupted}
         for frozen in fail_interrupted_trials(study):
             config = space.config_from(frozen.params)
@@ -150,14 +150,14 @@ class _JobRun:
         return state, confirm_rows
 
     def _store_interrupted(self, config: Config, phase: str, optuna_number: int) -> None:
-        result = TrialResult(
+        record = TrialRecord(
             outcome="crashed", config=config,
             error="interrupted: the process running the job stopped during this trial; "
                   "it is retried once",
         )
         with self.db.session(immediate=True) as session:
-            row = trial_row(self.job_id, next_trial_number(session, self.job_id), phase, result,
-                            optuna_number, self.budget)
+            row = trial_row(self.job_id, next_trial_number(session, self.job_id), phase, record,
+                            optuna_number)
             row.interrupted = True
             session.add(row)
 
@@ -165,8 +165,8 @@ class _JobRun:
 
     def _measure(
         self, config: Config, phase: str, trial: optuna.Trial | None = None
-    ) -> Trial | None:
-        """Run one trial process and store its row; None when the job was cancelled."""
+    ) -> TrialRecord | None:
+        """Run one trial process and store its record; None when the job was cancelled."""
         self.reporter.trial_started(phase, config)
         reports = 0
 
@@ -179,38 +179,40 @@ class _JobRun:
             return trial.should_prune()
 
         device = self.probe.device if self.probe else None
-        result = run_trial(
-            self.options.workload,
-            config,
-            self.options.device,
-            self.plan,
-            self.options.trial_timeout_s,
-            memory_budget_bytes=self.budget,
-            budget_is_host_memory=not (device and device.is_cuda),
-            device_index=device.index if device and device.is_cuda else None,
-            on_progress=on_progress,
-            cancel=self.cancel,
-        )
-        if result.cancelled:
+        try:
+            record = run_trial(
+                self.options.workload,
+                config,
+                self.options.device,
+                self.plan,
+                self.options.trial_timeout_s,
+                memory_budget_bytes=self.budget,
+                budget_is_host_memory=not (device and device.is_cuda),
+                device_uuid=self.probe.device_uuid if self.probe else None,
+                on_progress=on_progress,
+                cancel=self.cancel,
+            )
+        except TrialCancelled:
             return None
-        self.durations.append(result.duration_s)
+        if record.duration_s is not None:
+            self.durations.append(record.duration_s)
         with self.db.session(immediate=True) as session:
             row = trial_row(
-                self.job_id, next_trial_number(session, self.job_id), phase, result,
-                trial.number if trial is not None else None, self.budget,
+                self.job_id, next_trial_number(session, self.job_id), phase, record,
+                trial.number if trial is not None else None,
             )
             session.add(row)
             session.flush()
             session.expunge(row)
         self.reporter.trial_finished(row)
-        return row
+        return record
 
     def _search_observation(self, config: Config, phase: str, trial: optuna.Trial) -> Observation:
-        row = self._measure(config, phase, trial)
-        if row is None:
+        record = self._measure(config, phase, trial)
+        if record is None:
             return Observation(0.0, cancelled=True)
-        value = row.samples_per_s if row.usable and row.samples_per_s else 0.0
-        return Observation(value, pruned=row.pruned, out_of_memory=ran_out_of_memory(row))
+        value = record.samples_per_s if record.usable and record.samples_per_s else 0.0
+        return Observation(value, pruned=record.pruned, out_of_memory=record.ran_out_of_memory)
 
     def _confirm_estimate_s(self) -> float:
         typical = statistics.median(self.durations) if self.durations else 10.0
@@ -254,27 +256,26 @@ class _JobRun:
             raise JobCancelled
         return self._recommend(space, state, confirm_rows)
 
-    def _searched_measurements(self) -> list[Measurement]:
+    def _searched_records(self) -> list[TrialRecord]:
         with self.db.session() as session:
             rows = session.scalars(select(Trial).where(
                 Trial.job_id == self.job_id, Trial.phase != "confirm",
                 Trial.interrupted.is_(False),
             ))
-            return [measurement_of(row) for row in rows]
+            return [TrialRecord.model_validate(row) for row in rows]
 
     def _confirm(
         self, baseline: Config, candidates: list[Config], stored: list[Trial]
     ) -> Confirmation:
         """Interleaved re-measurement; runs stored by an interrupted attempt are reused."""
-        replay: dict[str, deque[Measurement]] = defaultdict(deque)
+        replay: dict[str, deque[TrialRecord]] = defaultdict(deque)
         for row in sorted(stored, key=lambda r: r.number):
-            replay[row.config_key].append(measurement_of(row))
+            replay[row.config_key].append(TrialRecord.model_validate(row))
 
-        def measure_once(config: Config) -> Measurement | None:
+        def measure_once(config: Config) -> TrialRecord | None:
             if replay[config.key()]:
                 return replay[config.key()].popleft()
-            row = self._measure(config, "confirm")
-            return None if row is None else measurement_of(row)
+            return self._measure(config, "confirm")
 
         self.reporter.phase_started(
             "confirm", (len(candidates) + 1) * self.options.confirm_rounds
@@ -287,7 +288,7 @@ class _JobRun:
     def _recommend(
         self, space: SearchSpace, state: SearchState, confirm_rows: list[Trial]
     ) -> dict[str, Any]:
-        searched = self._searched_measurements()
+        searched = self._searched_records()
         baseline = space.baseline()
         candidates = pick_candidates(searched, baseline, self.options.confirm_top)
         if not candidates and not any(m.usable for m in searched):
@@ -312,7 +313,7 @@ class _JobRun:
             job_id=self.job_id,
         )
 
-    def _nothing_usable_message(self, searched: list[Measurement]) -> str:
+    def _nothing_usable_message(self, searched: list[TrialRecord]) -> str:
         if searched and all(m.outcome == "oom" for m in searched) and self.budget is not None:
             return (f"every configuration tried exceeded the memory budget of "
                     f"{_mib(self.budget)}; raise --max-memory or narrow --range batch_size")
@@ -339,7 +340,7 @@ class _JobRun:
             }
 
 
-def _memory_limited(winner: Config, searched: list[Measurement]) -> bool:
+def _memory_limited(winner: Config, searched: list[TrialRecord]) -> bool:
     """Whether a larger batch at the winner's precision ran out of memory."""
     return any(
         m.outcome == "oom" and m.config.amp == winner.amp

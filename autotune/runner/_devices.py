@@ -1,0 +1,65 @@
+"""Which GPU a trial process may see: exactly the one being tuned, as its ``cuda:0``.
+
+bf16 support, pinned memory, CUDA contexts and the caching allocator all belong to the current
+device of a process; a trial that could see every GPU would create contexts on, or read the
+properties of, devices other than the one tuned. The probe and every trial get the same
+``CUDA_VISIBLE_DEVICES``, so the device the job records is the device its trials ran on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from autotune.errors import ConfigError
+
+VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
+_CUDA = re.compile(r"^cuda(?::(\d+))?$")
+
+
+@dataclass(frozen=True)
+class TrialDevice:
+    """The device a trial process is told to use, and the environment that makes it so."""
+
+    #: What the trial process resolves: ``cpu``, ``auto`` or ``cuda:0``.
+    device: str
+    #: ``CUDA_VISIBLE_DEVICES`` for the trial process: one GPU (ordinal or UUID), or "" for none.
+    visible_devices: str
+    #: The N of ``--device cuda:N``, as this process numbers its GPUs.
+    requested_index: int | None = None
+
+    def environment(self) -> dict[str, str]:
+        return {VISIBLE_ENV: self.visible_devices}
+
+
+def trial_device(requested: str, environ: Mapping[str, str]) -> TrialDevice:
+    """Map ``--device`` onto one visible GPU for the trial process.
+
+    ``cuda:N`` means the N-th device this process could see: the N-th entry of an inherited
+    ``CUDA_VISIBLE_DEVICES`` (an ordinal, a ``GPU-`` UUID or a MIG id), else ordinal N. A CPU
+    trial sees no GPU at all. ``auto`` keeps the first visible GPU, if any.
+
+    Example:
+        >>> trial_device("cuda:1", {"CUDA_VISIBLE_DEVICES": "GPU-aa,GPU-bb"})
+        TrialDevice(device='cuda:0', visible_devices='GPU-bb', requested_index=1)
+    """
+    inherited = environ.get(VISIBLE_ENV)
+    entries = None if inherited is None else [e.strip() for e in inherited.split(",") if e.strip()]
+    if requested == "cpu":
+        return TrialDevice("cpu", "")
+    if requested == "auto":
+        first = "0" if entries is None else (entries[0] if entries else "")
+        return TrialDevice("auto", first, 0 if first else None)
+    match = _CUDA.match(requested)
+    if match is None:
+        return TrialDevice(requested, inherited or "")  # the trial process refuses it, in words
+    index = int(match.group(1) or 0)
+    if entries is None:
+        return TrialDevice("cuda:0", str(index), index)
+    if index >= len(entries):
+        raise ConfigError(
+            f"--device {requested}: {VISIBLE_ENV}={inherited!r} makes only {len(entries)} GPU(s) "
+            "visible; pick an index below that or widen CUDA_VISIBLE_DEVICES"
+        )
+    return TrialDevice("cuda:0", entries[index], index)

@@ -1,0 +1,83 @@
+"""The one record of a measured trial: the runner produces it, the store persists it, the
+recommendation and the API read it.
+
+Every field but ``config`` is a column of :class:`autotune.store.Trial` with the same name, so
+adding a measured value is a field here plus its column there (a test checks the two agree).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+from autotune.space import Config
+from autotune.store._models import Outcome, utcnow
+
+
+class TrialRecord(BaseModel):
+    """One configuration measured once, in its own process, and how that ended."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    config: Config
+    outcome: Outcome
+    #: Stopped early by the pruner because it was clearly slower than the best so far.
+    pruned: bool = False
+    #: False when its peak memory exceeded the job's memory budget; None without a budget.
+    within_budget: bool | None = None
+
+    # Measured inside the trial process, over the timed window (the child's window metrics).
+    samples_per_s: float | None = None
+    step_time_median_ms: float | None = None
+    step_time_p90_ms: float | None = None
+    data_wait_fraction: float | None = None
+    steps: int | None = None
+    warmup_steps: int | None = None
+    window_s: float | None = None
+    losses_finite: bool | None = None
+    peak_memory_allocated_bytes: int | None = None
+    peak_memory_reserved_bytes: int | None = None
+
+    # Measured from outside, by the parent process.
+    peak_host_memory_bytes: int | None = None
+    device_utilization: float | None = None
+
+    error: str | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    fingerprint: dict[str, Any] | None = None
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    duration_s: float | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def peak_memory_bytes(self) -> int | None:
+        """Peak memory of the device: reserved CUDA memory, or host memory on a CPU."""
+        if self.peak_memory_reserved_bytes is not None:
+            return self.peak_memory_reserved_bytes
+        return self.peak_host_memory_bytes
+
+    @property
+    def usable(self) -> bool:
+        """Whether this trial may be recommended: finished ok, finite, within the budget."""
+        return (
+            self.outcome == "ok"
+            and not self.pruned
+            and self.losses_finite is not False
+            and self.within_budget is not False
+            and self.samples_per_s is not None
+        )
+
+    @property
+    def ran_out_of_memory(self) -> bool:
+        return self.outcome == "oom" or self.within_budget is False
+
+    def columns(self) -> dict[str, Any]:
+        """The values of this record's columns of a ``Trial`` row."""
+        values = self.model_dump(exclude={"config"})
+        values.update(config=self.config.public_dict(), config_key=self.config.key())
+        return values
+
