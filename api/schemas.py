@@ -10,6 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 
 from autotune.errors import ConfigError
 from autotune.space import check_knob_settings, coerce_knob_value
+from autotune.store import TrialRecord
 from autotune.tuner import TuneOptions
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
@@ -110,38 +111,13 @@ class JobsPublic(BaseModel):
     count: int = Field(description="Jobs matching the filter, on every page.")
 
 
-class TrialPublic(BaseModel):
-    """Every stored field of one measured trial."""
-
-    model_config = ConfigDict(from_attributes=True)
+class TrialPublic(TrialRecord):
+    """Every stored field of one measured trial: its record and its place in the job."""
 
     number: int
     phase: str
-    config: dict[str, Any]
-    outcome: str
-    pruned: bool
+    #: The process running the job stopped during this trial; it was retried once.
     interrupted: bool
-    within_budget: bool | None
-    samples_per_s: float | None
-    step_time_median_ms: float | None
-    step_time_p90_ms: float | None
-    data_wait_fraction: float | None
-    peak_memory_bytes: int | None
-    peak_memory_allocated_bytes: int | None
-    peak_memory_reserved_bytes: int | None
-    peak_host_memory_bytes: int | None
-    device_utilization: float | None
-    losses_finite: bool | None
-    steps: int | None
-    warmup_steps: int | None
-    window_s: float | None
-    error: str | None
-    exit_code: int | None
-    signal: str | None
-    fingerprint: dict[str, Any] | None
-    started_at: Timestamp
-    finished_at: Timestamp
-    duration_s: float | None
 
 
 class TrialsPublic(BaseModel):

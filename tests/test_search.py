@@ -17,7 +17,6 @@ from autotune.search import (
     enqueue_first_trials,
     fail_interrupted_trials,
     make_sampler,
-    memory_pressure,
     run_search,
 )
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo
@@ -65,21 +64,6 @@ class FakeMeasure:
         return [config.key() for config, _, _ in self.calls]
 
 
-def pressure(config: Config, host_budget: bool) -> int:
-    """Memory held by a configuration, written out independently of the library."""
-    if host_budget and config.num_workers:
-        return config.batch_size * (1 + config.num_workers * (config.prefetch_factor or 2))
-    return config.batch_size
-
-
-def dominated(config: Config, failed: Config, host_budget: bool) -> bool:
-    return (
-        config.amp == failed.amp
-        and config.batch_size >= failed.batch_size
-        and pressure(config, host_budget) >= pressure(failed, host_budget)
-    )
-
-
 def new_study(
     space: SearchSpace,
     n_trials: int,
@@ -105,11 +89,11 @@ def all_keys(space: SearchSpace) -> set[str]:
 
 
 def search(
-    space: SearchSpace, n_trials: int, host_budget: bool = True, seed: int = 0
+    space: SearchSpace, n_trials: int, seed: int = 0
 ) -> tuple[optuna.Study, SearchState, FakeMeasure, list[tuple[Config, str]]]:
     study = new_study(space, n_trials, seed)
     enqueue_first_trials(study, space)
-    state = SearchState(InfeasibleSet(host_budget=host_budget))
+    state = SearchState(InfeasibleSet())
     measure = FakeMeasure()
     skips: list[tuple[Config, str]] = []
     run_search(study, space, state, measure, n_trials,
@@ -185,56 +169,48 @@ def test_a_space_just_larger_than_the_budget_gets_the_whole_budget() -> None:
     assert not state.exhausted
 
 
-@pytest.mark.parametrize("host_budget", [False, True], ids=["device-budget", "host-budget"])
-def test_configurations_that_need_more_memory_than_an_oom_are_skipped(host_budget: bool) -> None:
-    space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "64..512"})
-    study, state, measure, skips = search(space, n_trials=30, host_budget=host_budget)
+def test_configurations_that_need_more_memory_than_an_oom_are_skipped() -> None:
+    space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "64..512", "num_workers": "0,2"},
+                        fixed={"channels_last": False, "persistent_workers": False})
+    study, state, measure, skips = search(space, n_trials=30)
     assert len(measure.calls) == state.measured == 30
-    failures: list[Config] = []
-    for config, _, observation in measure.calls:
-        for failed in failures:
-            assert not dominated(config, failed, host_budget), (
-                f"measured {config} after {failed} ran out of memory"
-            )
-        if observation.out_of_memory:
-            failures.append(config)
+    failures = [config for config, _, observation in measure.calls if observation.out_of_memory]
     assert failures
     assert state.skipped == len(skips) > 0
     for config, reason in skips:
         assert "ran out of memory" in reason
-        assert any(dominated(config, failed, host_budget) for failed in failures)
+        # The fake device fails from OOM_BATCH on: a skipped configuration must be one of those.
+        assert config.batch_size >= OOM_BATCH
     skipped_trials = [t for t in study.get_trials(deepcopy=False) if "skipped" in t.user_attrs]
     assert len(skipped_trials) == state.skipped
     assert all(t.state == TrialState.PRUNED for t in skipped_trials)
 
 
-def test_oom_with_another_precision_does_not_rule_out() -> None:
-    infeasible = InfeasibleSet(host_budget=False)
+def test_oom_with_another_precision_or_layout_does_not_rule_out() -> None:
+    infeasible = InfeasibleSet()
     infeasible.add(Config(batch_size=256, amp="off"))
     assert infeasible.reason(Config(batch_size=512, amp="bf16")) is None
+    assert infeasible.reason(Config(batch_size=512, channels_last=True)) is None
     assert infeasible.reason(Config(batch_size=128, amp="off")) is None
     assert infeasible.reason(Config(batch_size=256, amp="off", num_workers=8)) is not None
-    assert "batch_size=256 with amp=off" in (infeasible.reason(Config(batch_size=512)) or "")
+    assert "batch_size=256 with num_workers=0 and amp=off" in (
+        infeasible.reason(Config(batch_size=512)) or "")
 
 
-def test_memory_pressure() -> None:
-    config = Config(batch_size=64, num_workers=4, prefetch_factor=8)
-    assert memory_pressure(config, host_budget=False) == 64
-    assert memory_pressure(config, host_budget=True) == 64 * (1 + 4 * 8)
-    assert memory_pressure(Config(batch_size=64, num_workers=4), host_budget=True) == 64 * 9
-    assert memory_pressure(Config(batch_size=64), host_budget=True) == 64
-    host = InfeasibleSet(host_budget=True)
-    host.add(Config(batch_size=256, num_workers=4, prefetch_factor=2))
-    # Same batch, fewer batches in flight: might fit, so it is measured.
-    assert host.reason(Config(batch_size=256, num_workers=0)) is None
-    assert host.reason(Config(batch_size=256, num_workers=8, prefetch_factor=2)) is not None
+def test_fewer_batches_in_flight_is_measured_even_with_a_larger_batch() -> None:
+    infeasible = InfeasibleSet()
+    infeasible.add(Config(batch_size=256, num_workers=4, prefetch_factor=4))
+    assert infeasible.reason(Config(batch_size=512, num_workers=2, prefetch_factor=4)) is None
+    assert infeasible.reason(Config(batch_size=512, num_workers=4, prefetch_factor=2)) is None
+    assert infeasible.reason(Config(batch_size=512, num_workers=4)) is None  # default is 2
+    assert infeasible.reason(Config(batch_size=256, num_workers=4, prefetch_factor=4)) is not None
 
 
 def test_cancelled_measurement_stops_the_search() -> None:
     space = SearchSpace(CPU, IMAGES)
     study = new_study(space, 10)
     enqueue_first_trials(study, space)
-    state = SearchState(InfeasibleSet(host_budget=True))
+    state = SearchState(InfeasibleSet())
     calls: list[Config] = []
 
     def measure(config: Config, phase: str, trial: optuna.Trial) -> Observation:
@@ -251,7 +227,7 @@ def test_cancelled_measurement_stops_the_search() -> None:
 def test_should_stop_ends_the_search() -> None:
     space = SearchSpace(CPU, IMAGES)
     study = new_study(space, 10)
-    state = SearchState(InfeasibleSet(host_budget=True))
+    state = SearchState(InfeasibleSet())
     measure = FakeMeasure()
     run_search(study, space, state, measure, 10, should_stop=lambda: len(measure.calls) >= 4)
     assert state.measured == len(measure.calls) == 4
@@ -279,7 +255,7 @@ def test_brute_force_search_ends_by_exhaustion_without_duplicates(extra: int) ->
     expected = all_keys(space)
     assert space.size() == len(expected) == 3 * (1 + 2)
     n_trials = space.size() + extra
-    study, state, measure, skips = search(space, n_trials=n_trials, host_budget=False)
+    study, state, measure, skips = search(space, n_trials=n_trials)
     assert isinstance(study.sampler, optuna.samplers.BruteForceSampler)
     assert len(measure.keys) == len(set(measure.keys)) == state.measured
     seen = set(measure.keys) | {config.key() for config, _ in skips}
@@ -298,11 +274,11 @@ def test_resume_continues_without_measuring_again() -> None:
     first = FakeMeasure()
     study = new_study(space, 20, storage=storage)
     enqueue_first_trials(study, space)
-    run_search(study, space, SearchState(InfeasibleSet(host_budget=True)), first, 10)
+    run_search(study, space, SearchState(InfeasibleSet()), first, 10)
     assert len(first.calls) == 10
 
     # A new process: the study is loaded again and the state rebuilt from what was stored.
-    state = SearchState(InfeasibleSet(host_budget=True))
+    state = SearchState(InfeasibleSet())
     for config, _, observation in first.calls:
         state.values[config.key()] = observation.value
         state.measured += 1
@@ -319,9 +295,12 @@ def test_resume_continues_without_measuring_again() -> None:
     assert {phase for _, phase, _ in second.calls} == {"search"}
     assert not set(first.keys) & set(second.keys)
     assert len(set(second.keys)) == 10
-    failures = [c for c, _, o in first.calls if o.out_of_memory]
+    known_before = InfeasibleSet()
+    for config, _, observation in first.calls:
+        if observation.out_of_memory:
+            known_before.add(config)
     for config, _, _ in second.calls:
-        assert not any(dominated(config, failed, True) for failed in failures)
+        assert known_before.reason(config) is None, f"measured {config}, ruled out on resume"
 
     # Resuming a finished search measures nothing.
     third = FakeMeasure()
@@ -333,7 +312,7 @@ def test_fail_interrupted_trials_closes_running_ones() -> None:
     space = SearchSpace(CPU, IMAGES)
     study = new_study(space, 10)
     enqueue_first_trials(study, space)
-    run_search(study, space, SearchState(InfeasibleSet(host_budget=True)), FakeMeasure(), 2)
+    run_search(study, space, SearchState(InfeasibleSet()), FakeMeasure(), 2)
     running = study.ask()
     space.suggest(running)
     assert [t.number for t in study.get_trials(states=(TrialState.RUNNING,))] == [running.number]

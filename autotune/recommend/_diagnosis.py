@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
 from autotune.space import Config, DeviceInfo
 from autotune.store import TrialRecord
 

@@ -1,6 +1,6 @@
 """The Optuna study: sampler, pruner, first trials, dedupe and infeasibility skipping."""
 
-from autotune.search._feasibility import InfeasibleSet, memory_pressure
+from autotune.search._feasibility import InfeasibleSet, needs_at_least_as_much_memory
 from autotune.search._pruner import RelativeToBestPruner
 from autotune.search._search import (
     MeasureFn,
@@ -21,7 +21,7 @@ __all__ = [
     "enqueue_first_trials",
     "fail_interrupted_trials",
     "make_sampler",
-    "memory_pressure",
+    "needs_at_least_as_much_memory",
     "open_study",
     "run_search",
     "study_name_for",

@@ -4,45 +4,54 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from autotune.space import Config
-
-#: Batches a DataLoader worker holds ahead when prefetch_factor is left at its default.
-_DEFAULT_PREFETCH = 2
+from autotune.space import TORCH_DEFAULT_PREFETCH_FACTOR, Config
 
 
-def memory_pressure(config: Config, host_budget: bool) -> int:
-    """How much memory a configuration holds, relative to others of the same precision.
+def _batches_ahead_per_worker(config: Config) -> int:
+    """Batches each DataLoader worker holds ready; none without workers."""
+    if config.num_workers == 0:
+        return 0
+    return config.prefetch_factor or TORCH_DEFAULT_PREFETCH_FACTOR
 
-    On a device budget only the batch size matters; on a host budget every batch that workers
-    hold ahead also counts.
+
+def needs_at_least_as_much_memory(config: Config, failed: Config) -> bool:
+    """Whether ``config`` holds at least what ``failed`` held in every knob that costs memory.
+
+    Batch size, workers, batches each worker holds ahead, pinned buffers, persistent workers
+    and a batch prefetched to the device only add memory as they grow or turn on. Precision
+    and layout have no such order (autocast keeps fp32 weights plus cached half copies;
+    channels_last may copy inputs), so they must be equal. A configuration smaller in any
+    one knob might fit, and is measured.
     """
-    if not host_budget or config.num_workers == 0:
-        return config.batch_size
-    in_flight = config.num_workers * (config.prefetch_factor or _DEFAULT_PREFETCH)
-    return config.batch_size * (1 + in_flight)
+    return (
+        config.amp == failed.amp
+        and config.channels_last == failed.channels_last
+        and config.batch_size >= failed.batch_size
+        and config.num_workers >= failed.num_workers
+        and _batches_ahead_per_worker(config) >= _batches_ahead_per_worker(failed)
+        and config.pin_memory >= failed.pin_memory
+        and config.persistent_workers >= failed.persistent_workers
+        and config.device_prefetch >= failed.device_prefetch
+    )
 
 
 @dataclass
 class InfeasibleSet:
     """Remembers configurations that ran out of memory; skips those that need at least as much."""
 
-    host_budget: bool
     _failures: list[Config] = field(default_factory=list)
 
     def add(self, config: Config) -> None:
-        self._failures.append(config)
+        self._failures.append(config.normalized())
 
     def reason(self, config: Config) -> str | None:
         """Why ``config`` cannot fit, or None if nothing known rules it out."""
-        pressure = memory_pressure(config, self.host_budget)
+        config = config.normalized()
         for failed in self._failures:
-            if (
-                failed.amp == config.amp
-                and config.batch_size >= failed.batch_size
-                and pressure >= memory_pressure(failed, self.host_budget)
-            ):
+            if needs_at_least_as_much_memory(config, failed):
                 return (
-                    f"batch_size={failed.batch_size} with amp={failed.amp} already ran out of "
-                    "memory, and this configuration needs at least as much"
+                    f"batch_size={failed.batch_size} with num_workers={failed.num_workers} and "
+                    f"amp={failed.amp} already ran out of memory, and this configuration needs "
+                    "at least as much in every setting that costs memory"
                 )
         return None

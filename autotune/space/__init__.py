@@ -1,6 +1,6 @@
 """The knobs, one configuration, and the search space of a job on a device."""
 
-from autotune.space._config import AmpMode, Config
+from autotune.space._config import TORCH_DEFAULT_PREFETCH_FACTOR, AmpMode, Config
 from autotune.space._facts import DeviceInfo, WorkloadInfo
 from autotune.space._knobs import KNOBS, Knob, amp_modes, default_max_workers
 from autotune.space._space import (
@@ -12,6 +12,7 @@ from autotune.space._space import (
 
 __all__ = [
     "KNOBS",
+    "TORCH_DEFAULT_PREFETCH_FACTOR",
     "AmpMode",
     "Config",
     "DeviceInfo",

@@ -128,7 +128,7 @@ class _JobRun:
         self, study: optuna.Study, space: SearchSpace
     ) -> tuple[SearchState, list[Trial]]:
         """What earlier attempts at this job measured, and re-queue an interrupted trial once."""
-        state = SearchState(InfeasibleSet(host_budget=not space.device.is_cuda))
+        state = SearchState(InfeasibleSet())
         with self.db.session() as session:
             rows = list(session.scalars(select(Trial).where(Trial.job_id == self.job_id)))
             session.expunge_all()
