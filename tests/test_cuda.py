@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autotune.measure import MeasurePlan
+from autotune.measure import MeasurePlan, device_uuid
 from autotune.runner import probe_workload, run_trial
 from autotune.space import Config, SearchSpace
 from tests.conftest import FAST
@@ -16,7 +16,7 @@ PLAN = MeasurePlan(**FAST)
 
 def _cuda_trial(path: str, config: Config, **kwargs: object) -> object:
     return run_trial(path, config, "cuda:0", PLAN, 120, budget_is_host_memory=False,
-                     device_index=0, **kwargs)
+                     device_uuid=device_uuid(torch.device("cuda:0")), **kwargs)
 
 
 def test_cuda_knobs_are_searched_on_a_gpu(workload_file) -> None:
@@ -35,10 +35,9 @@ def test_amp_trains_finitely_with_device_memory_recorded(workload_file, amp: str
                     amp=amp, channels_last=True, cudnn_benchmark=True)
     result = _cuda_trial(workload_file("four_d"), config)
     assert result.outcome == "ok", result.error
-    assert result.metrics["losses_finite"] is True
-    assert result.metrics["peak_memory_allocated_bytes"] > 0
-    assert result.metrics["peak_memory_reserved_bytes"] >= result.metrics[
-        "peak_memory_allocated_bytes"]
+    assert result.losses_finite is True
+    assert result.peak_memory_allocated_bytes > 0
+    assert result.peak_memory_reserved_bytes >= result.peak_memory_allocated_bytes
     assert result.fingerprint["cuda"]
 
 
@@ -53,3 +52,19 @@ def test_nvml_utilisation_is_sampled_when_available(workload_file) -> None:
     result = _cuda_trial(workload_file("four_d"), Config(batch_size=64))
     assert result.outcome == "ok", result.error
     assert result.device_utilization is None or 0.0 <= result.device_utilization <= 100.0
+
+
+def test_a_trial_process_sees_only_the_gpu_it_tunes(workload_file) -> None:
+    result = _cuda_trial(workload_file("visible_devices"), Config(batch_size=8))
+    assert result.outcome == "error"
+    assert result.error == "RuntimeError: visible='0' count=1"
+
+
+def test_the_probe_records_the_gpu_the_trials_run_on() -> None:
+    last = torch.cuda.device_count() - 1
+    probe = probe_workload("builtin:image-cnn", f"cuda:{last}")
+    props = torch.cuda.get_device_properties(last)
+    assert probe.device.index == last
+    assert probe.device.name == props.name
+    assert probe.device.memory_bytes == props.total_memory
+    assert probe.device_uuid == device_uuid(torch.device("cuda", last))

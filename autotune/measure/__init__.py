@@ -1,7 +1,7 @@
 """Inside a trial: the timed training loop, host memory, NVML, and the fingerprint."""
 
 from autotune.measure._batches import DevicePrefetcher, to_device
-from autotune.measure._fingerprint import device_info, fingerprint, resolve_device
+from autotune.measure._fingerprint import device_info, device_uuid, fingerprint, resolve_device
 from autotune.measure._host_memory import TreeMemorySampler, tree_memory_bytes
 from autotune.measure._loop import (
     MeasurePlan,
@@ -28,6 +28,7 @@ __all__ = [
     "autocast_dtype",
     "build_loader",
     "device_info",
+    "device_uuid",
     "fingerprint",
     "input_batch_ndim",
     "measure",
