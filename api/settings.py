@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, first_validation_error
 from autotune.store import resolve_url
 
 MIN_TOKEN_CHARS = 16
@@ -102,7 +102,5 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**values)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        message = first["msg"].removeprefix("Value error, ")
+        where, message = first_validation_error(exc)
         raise ConfigError(f"{where}: {message}" if where else message) from None

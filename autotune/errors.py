@@ -6,6 +6,12 @@ without a traceback (unless ``--debug``) and the API turns it into a 4xx.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class AutotuneError(Exception):
     """Base class of every error autotune raises on purpose."""
@@ -37,3 +43,16 @@ class ServiceError(AutotuneError):
 
 class NoFeasibleConfigError(AutotuneError):
     """No measured configuration is usable (all failed or exceeded the memory budget)."""
+
+
+def validation_error_parts(error: Mapping[str, Any], skip: int = 0) -> tuple[str, str]:
+    """Where one pydantic error is (a dotted path, "" at the top, ``skip`` leading parts left
+    out) and its message without pydantic's "Value error, " prefix: the pieces every face turns
+    into its own one-sentence error."""
+    where = ".".join(str(part) for part in list(error.get("loc", ()))[skip:])
+    return where, str(error.get("msg", "")).removeprefix("Value error, ")
+
+
+def first_validation_error(exc: ValidationError) -> tuple[str, str]:
+    """:func:`validation_error_parts` of the first error of ``exc``."""
+    return validation_error_parts(exc.errors()[0])

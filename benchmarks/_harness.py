@@ -155,10 +155,10 @@ class WorkloadContext:
         )
         return Run(
             outcome=result.outcome,
-            samples_per_s=result.metrics.get("samples_per_s"),
+            samples_per_s=result.samples_per_s,
             duration_s=result.duration_s,
-            window_s=result.metrics.get("window_s"),
-            data_wait_fraction=result.metrics.get("data_wait_fraction"),
+            window_s=result.window_s,
+            data_wait_fraction=result.data_wait_fraction,
             error=result.error,
         )
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from autotune.recommend._diagnosis import INPUT_BOUND_WAIT, TrialView, diagnose
 from autotune.space import Config, DeviceInfo
-from autotune.store import Trial
+from autotune.store import TrialRecord
+from autotune.tuner._record import trial_row
 
 CPU = DeviceInfo(type="cpu", name="test cpu", memory_bytes=16 * 2**30, cpu_count=8)
 CUDA = DeviceInfo(type="cuda", name="test gpu", memory_bytes=80 * 2**30, index=0,
@@ -103,9 +104,10 @@ def test_deterministic() -> None:
                for _ in range(3))
 
 
-def test_view_of_stored_trial() -> None:
+def test_view_of_a_stored_trial() -> None:
     config = Config(batch_size=64, num_workers=2)
-    trial = Trial(config=config.public_dict(), config_key=config.key(), outcome="ok",
-                  samples_per_s=10.0, data_wait_fraction=0.1, peak_memory_bytes=2**20,
-                  device_utilization=None)
-    assert TrialView.of(trial) == TrialView(config.normalized(), "ok", 10.0, 0.1, 2**20, None)
+    record = TrialRecord(config=config, outcome="ok", samples_per_s=10.0,
+                         data_wait_fraction=0.1, peak_host_memory_bytes=2**20)
+    row = trial_row(1, 1, "search", record, None)
+    assert TrialView.of(TrialRecord.model_validate(row)) == TrialView(
+        config.normalized(), "ok", 10.0, 0.1, 2**20, None)

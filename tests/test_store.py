@@ -16,7 +16,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.errors import StoreError
-from autotune.store import Database, Job, Trial, open_database, resolve_url, utcnow
+from autotune.measure import WindowMetrics
+from autotune.space import Config
+from autotune.store import Database, Job, Trial, TrialRecord, open_database, resolve_url, utcnow
+from autotune.tuner._record import trial_row
 
 POSTGRES_URL = os.environ.get(
     "AUTOTUNE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -174,7 +177,8 @@ def test_job_and_trial_round_trip(db: Database) -> None:
         assert ok.peak_memory_allocated_bytes == 2**40
         assert ok.peak_memory_reserved_bytes == 2**31
         assert (ok.pruned, ok.interrupted) == (False, False)
-        assert ok.usable and not oom.usable
+        assert TrialRecord.model_validate(ok).usable
+        assert not TrialRecord.model_validate(oom).usable
         for value, expected in [
             (job.started_at, started), (ok.started_at, started), (ok.finished_at, finished),
         ]:
@@ -343,7 +347,7 @@ def test_bad_url_is_a_store_error(bad: str) -> None:
     assert "Traceback" not in message
 
 
-# -- Trial.usable ----------------------------------------------------------------------------
+# -- TrialRecord: the one record of a trial ------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -369,5 +373,39 @@ def test_trial_usable(overrides: dict[str, Any], usable: bool) -> None:
         "samples_per_s": 10.0,
     }
     values.update(overrides)
-    trial = Trial(number=1, config={}, config_key="k", **values)
-    assert trial.usable is usable
+    assert TrialRecord(config=Config(), **values).usable is usable
+
+
+def test_every_field_of_the_record_is_a_column_of_the_row() -> None:
+    columns = set(inspect(Trial).columns.keys())
+    fields = set(TrialRecord.model_fields) | set(TrialRecord.model_computed_fields)
+    assert fields - {"config"} <= columns, "add a Trial column for each new TrialRecord field"
+
+
+def test_every_metric_the_trial_process_measures_has_a_field() -> None:
+    measured = set(WindowMetrics.__dataclass_fields__)
+    assert measured <= set(TrialRecord.model_fields), (
+        "add a TrialRecord field (and a Trial column) for each new WindowMetrics field")
+
+
+def test_record_round_trips_through_a_row(db: Database) -> None:
+    record = TrialRecord(
+        config=Config(batch_size=64, num_workers=2).normalized(), outcome="ok", within_budget=True,
+        samples_per_s=812.5, step_time_median_ms=9.5, step_time_p90_ms=11.0,
+        data_wait_fraction=0.25, steps=40, warmup_steps=3, window_s=2.0, losses_finite=True,
+        peak_memory_allocated_bytes=BIG, peak_memory_reserved_bytes=BIG + 8,
+        peak_host_memory_bytes=2**31, device_utilization=0.5, exit_code=0,
+        fingerprint={"torch": "2.13.0"}, finished_at=utcnow(), duration_s=3.25,
+    )
+    with db.session() as session:
+        job = make_job()
+        session.add(job)
+        session.flush()
+        session.add(trial_row(job.id, 1, "search", record, optuna_number=0))
+        session.flush()
+        job_id = job.id
+    with db.session() as session:
+        row = session.scalars(select(Trial).where(Trial.job_id == job_id)).one()
+        assert row.peak_memory_bytes == BIG + 8
+        assert row.config_key == record.config.key()
+        assert TrialRecord.model_validate(row) == record

@@ -14,7 +14,7 @@ from rich.console import Console
 from sqlalchemy import select
 
 from autotune.cli._service import register as register_service_commands
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, first_validation_error
 from autotune.measure import MeasurePlan
 from autotune.space import check_knob_settings, parse_assignments
 from autotune.store import Database, Job, TrialRecord, open_database
@@ -48,9 +48,8 @@ def _options(**values: Any) -> TuneOptions:
     try:
         return TuneOptions(**values)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = str(first["loc"][0]).replace("_", "-") if first["loc"] else "options"
-        message = first["msg"].removeprefix("Value error, ")
+        where, message = first_validation_error(exc)
+        field = where.split(".")[0].replace("_", "-") or "options"
         raise ConfigError(f"--{field}: {message}") from None
 
 

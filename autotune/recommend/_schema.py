@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, first_validation_error
 from autotune.space import Config
 
 SCHEMA = "autotune.recommendation/v1"
@@ -107,9 +107,8 @@ def read_config(section: Any, where: str) -> Config:
     try:
         return Config.model_validate({name: section[name] for name in Config.model_fields})
     except ValidationError as error:
-        first = error.errors()[0]
-        knob = ".".join(str(part) for part in first["loc"])
-        raise ConfigError(f"the recommendation's {where}.{knob} is invalid ({first['msg']}); "
+        knob, message = first_validation_error(error)
+        raise ConfigError(f"the recommendation's {where}.{knob} is invalid ({message}); "
                           "regenerate the file with autotune") from None
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from autotune.errors import ServiceError
+from autotune.errors import ServiceError, validation_error_parts
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 
@@ -26,8 +26,7 @@ def _explain(response: httpx.Response) -> str:
 
 def _field_message(item: dict[str, Any]) -> str:
     """``n_trials: Input should be ...``; messages that already name their field stay as is."""
-    where = ".".join(str(part) for part in item.get("loc", [])[1:])
-    message = str(item.get("msg", "")).removeprefix("Value error, ")
+    where, message = validation_error_parts(item, skip=1)
     return message if not where or message.startswith(where) else f"{where}: {message}"
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import optuna
 from pydantic import ValidationError
 
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, first_validation_error
 from autotune.space._config import TORCH_DEFAULT_PREFETCH_FACTOR, Config
 from autotune.space._facts import DeviceInfo, WorkloadInfo
 from autotune.space._knobs import KNOBS, amp_modes, default_max_workers
@@ -66,7 +66,7 @@ def coerce_knob_value(name: str, raw: Any, option: str = "--fix") -> Any:
     try:
         Config.model_validate({name: number})
     except ValidationError as exc:
-        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        _, message = first_validation_error(exc)
         raise ConfigError(f"{option} {name}={raw!r}: {message}") from None
     return number
 

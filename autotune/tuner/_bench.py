@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, first_validation_error
 from autotune.runner import probe_workload, run_trial
 from autotune.space import Config, SearchSpace
 from autotune.store import Database, Job, Trial, utcnow
@@ -34,10 +34,8 @@ def read_config(path: str | Path) -> Config:
     try:
         return Config.model_validate(values).normalized()
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"--config {str(path)!r}: {where}: "
-                          f"{first['msg'].removeprefix('Value error, ')}") from None
+        where, message = first_validation_error(exc)
+        raise ConfigError(f"--config {str(path)!r}: {where}: {message}") from None
 
 
 def bench(
