@@ -156,7 +156,7 @@ class WorkloadContext:
         return Run(
             outcome=result.outcome,
             samples_per_s=result.samples_per_s,
-            duration_s=result.duration_s,
+            duration_s=result.duration_s or 0.0,
             window_s=result.window_s,
             data_wait_fraction=result.data_wait_fraction,
             error=result.error,
