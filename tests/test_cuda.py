@@ -55,7 +55,8 @@ def test_nvml_utilisation_is_sampled_when_available(workload_file) -> None:
 
 
 def test_a_trial_process_sees_only_the_gpu_it_tunes(workload_file) -> None:
-    result = _cuda_trial(workload_file("visible_devices"), Config(batch_size=8))
+    checks = workload_file("process_checks")
+    result = _cuda_trial(f"{checks}:visible_devices", Config(batch_size=8))
     assert result.outcome == "error"
     assert result.error == "RuntimeError: visible='0' count=1"
 

@@ -115,7 +115,7 @@ def test_default_host_memory_cap_is_the_documented_share_of_available_memory() -
 
 
 def test_a_sigkill_we_did_not_send_far_below_the_cap_is_a_crash(workload_file) -> None:
-    result = _run(workload_file("sigkill"))
+    result = _run(workload_file("process_checks") + ":sigkill")
     assert result.outcome == "crashed"
     assert result.signal == "SIGKILL" and "killed by SIGKILL" in result.error
 
@@ -209,7 +209,7 @@ def test_probe_refuses_a_broken_workload_with_one_clear_sentence(
 
 
 def test_a_cpu_trial_process_sees_no_gpu(workload_file) -> None:
-    result = _run(workload_file("visible_devices"))
+    result = _run(workload_file("process_checks") + ":visible_devices")
     assert result.outcome == "error"
     assert result.error == "RuntimeError: visible='' count=0"
 
