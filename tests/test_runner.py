@@ -120,6 +120,24 @@ def test_a_sigkill_we_did_not_send_far_below_the_cap_is_a_crash(workload_file) -
     assert result.signal == "SIGKILL" and "killed by SIGKILL" in result.error
 
 
+@pytest.mark.parametrize(
+    ("returncode", "peak", "kills", "by_kernel"),
+    [
+        (-9, 950, None, True),  # SIGKILL with the last reading within 10% of the cap
+        (-9, 500, None, False),  # SIGKILL far below the cap, no counter: a crash
+        (-9, 500, 1, True),  # the cgroup counted an OOM kill while the trial ran
+        (-9, 500, 0, False),
+        (-11, 990, 1, False),  # a segfault is never the OOM killer
+        (1, 990, 1, False),
+    ],
+)
+def test_what_counts_as_a_kernel_oom_kill(
+    returncode: int, peak: int, kills: int | None, by_kernel: bool
+) -> None:
+    memory = process_module._HostMemory(peak_bytes=peak, cap_bytes=1000, kernel_oom_kills=kills)
+    assert memory.killed_by_kernel(returncode) is by_kernel
+
+
 _OOM_HELPER = """
 import json, sys
 with open(sys.argv[1] + "/cgroup.procs", "w") as procs:  # this process and its children
