@@ -36,8 +36,9 @@ _LOG_TAIL_CHARS = 4000
 #: configuration is stopped as ``oom`` before it drives the machine into swap or the kernel's
 #: out-of-memory killer takes another process.
 DEFAULT_HOST_MEMORY_SHARE = 0.8
-#: A trial killed by a SIGKILL we did not send, whose last memory reading was at least this
-#: share of its cap, was killed by the kernel for memory (the reading lags the allocation).
+#: A trial killed by a SIGKILL we did not send, whose highest memory reading was at least this
+#: share of its cap, was killed by the kernel for memory (readings lag the allocation that
+#: tipped it over, so "near" the cap is the most a sampler can see).
 NEAR_CAP_SHARE = 0.9
 
 
