@@ -12,6 +12,7 @@ import optuna
 from sqlalchemy import select
 
 from autotune.errors import AutotuneError, ConfigError, NoFeasibleConfigError
+from autotune.measure import device_identity
 from autotune.recommend import (
     Confirmation,
     Measurement,
@@ -31,9 +32,17 @@ from autotune.search import (
     study_name_for,
 )
 from autotune.space import Config, SearchSpace
-from autotune.store import Database, Job, Trial, utcnow
+from autotune.store import (
+    Database,
+    Job,
+    Trial,
+    device_lock,
+    lock_owned_job,
+    next_trial_number,
+    utcnow,
+)
 from autotune.tuner._options import TuneOptions
-from autotune.tuner._record import measurement_of, next_trial_number, ran_out_of_memory, trial_row
+from autotune.tuner._record import measurement_of, ran_out_of_memory, trial_row
 from autotune.tuner._reporter import Reporter
 
 
@@ -74,7 +83,7 @@ def _update_job(db: Database, job_id: int, owner: str | None = None, **values: A
     owner's state.
     """
     with db.session(immediate=True) as session:
-        job = session.get(Job, job_id)
+        job = session.get(Job, job_id, with_for_update=True)
         assert job is not None
         if owner is not None and job.worker_id != owner:
             return
@@ -92,8 +101,11 @@ class _JobRun:
         options: TuneOptions,
         reporter: Reporter,
         cancel: threading.Event,
+        owner: str | None = None,
     ) -> None:
         self.db = db
+        self.owner = owner
+        self.identity = device_identity(options.device)
         self.job_id = job_id
         self.options = options
         self.reporter = reporter
@@ -108,7 +120,10 @@ class _JobRun:
 
     def _probe(self) -> tuple[ProbeResult, SearchSpace]:
         options = self.options
-        probe = probe_workload(options.workload, options.device, options.trial_timeout_s)
+        with device_lock(self.db, self.identity.key, self.cancel) as held:
+            if not held:
+                raise JobCancelled
+            probe = probe_workload(options.workload, options.device, options.trial_timeout_s)
         device = probe.device
         self.budget = options.memory_budget_bytes(device.memory_bytes)
         if self.budget is not None:
@@ -156,6 +171,7 @@ class _JobRun:
                   "it is retried once",
         )
         with self.db.session(immediate=True) as session:
+            lock_owned_job(session, self.job_id, self.owner)
             row = trial_row(self.job_id, next_trial_number(session, self.job_id), phase, result,
                             optuna_number, self.budget)
             row.interrupted = True
@@ -179,22 +195,27 @@ class _JobRun:
             return trial.should_prune()
 
         device = self.probe.device if self.probe else None
-        result = run_trial(
-            self.options.workload,
-            config,
-            self.options.device,
-            self.plan,
-            self.options.trial_timeout_s,
-            memory_budget_bytes=self.budget,
-            budget_is_host_memory=not (device and device.is_cuda),
-            device_index=device.index if device and device.is_cuda else None,
-            on_progress=on_progress,
-            cancel=self.cancel,
-        )
+        # Held for the whole trial process: another trial on this device would share it.
+        with device_lock(self.db, self.identity.key, self.cancel) as held:
+            if not held:
+                return None
+            result = run_trial(
+                self.options.workload,
+                config,
+                self.options.device,
+                self.plan,
+                self.options.trial_timeout_s,
+                memory_budget_bytes=self.budget,
+                budget_is_host_memory=not (device and device.is_cuda),
+                device_index=device.index if device and device.is_cuda else None,
+                on_progress=on_progress,
+                cancel=self.cancel,
+            )
         if result.cancelled:
             return None
         self.durations.append(result.duration_s)
         with self.db.session(immediate=True) as session:
+            lock_owned_job(session, self.job_id, self.owner)
             row = trial_row(
                 self.job_id, next_trial_number(session, self.job_id), phase, result,
                 trial.number if trial is not None else None, self.budget,
@@ -229,8 +250,9 @@ class _JobRun:
     def run(self) -> dict[str, Any]:
         probe, space = self._probe()
         with self.db.session(immediate=True) as session:
-            job = session.get(Job, self.job_id)
-            assert job is not None
+            job = lock_owned_job(session, self.job_id, self.owner)
+            self._check_device_class(job)
+            job.device_class = self.identity.device_class
             job.workload_name = probe.workload.name
             job.device = probe.device.model_dump()
             job.fingerprint = probe.fingerprint
@@ -253,6 +275,15 @@ class _JobRun:
         if self.cancel.is_set():
             raise JobCancelled
         return self._recommend(space, state, confirm_rows)
+
+    def _check_device_class(self, job: Job) -> None:
+        """Refuse to add measurements from other hardware to a job's measurement set."""
+        if job.device_class is not None and job.device_class != self.identity.device_class:
+            raise ConfigError(
+                f"job {job.id} runs on {job.device_class!r} but this device is "
+                f"{self.identity.device_class!r}, and measurements of different hardware must "
+                "not be ranked together; run it on a matching device or submit a new job"
+            )
 
     def _searched_measurements(self) -> list[Measurement]:
         with self.db.session() as session:
@@ -368,7 +399,7 @@ def run_job(
     _update_job(db, job_id, owner, status="running", started_at=job.started_at or utcnow(),
                 error=None, finished_at=None)
     try:
-        document = _JobRun(db, job_id, options, reporter, cancel).run()
+        document = _JobRun(db, job_id, options, reporter, cancel, owner).run()
     except JobCancelled:
         _update_job(db, job_id, owner, status="cancelled", finished_at=utcnow())
     except AutotuneError as exc:

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
-
 from autotune.recommend import Measurement
 from autotune.runner import TrialResult
 from autotune.space import Config
 from autotune.store import Trial
-
-
-def next_trial_number(session: Session, job_id: int) -> int:
-    current = session.scalar(select(func.max(Trial.number)).where(Trial.job_id == job_id))
-    return (current or 0) + 1
 
 
 def trial_row(
