@@ -59,8 +59,11 @@ def configure_sqlite(engine: Engine, always_immediate: bool = False) -> None:
 def _hide_password(url: str) -> str:
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url.split("@")[-1] if "@" in url else url
+    except (ArgumentError, ValueError):
+        scheme, _, rest = url.partition("://")
+        userinfo, at, location = rest.rpartition("@")
+        user, colon, _password = userinfo.partition(":")
+        return f"{scheme}://{user}:***@{location}" if at and colon else url
 
 
 class Database:
