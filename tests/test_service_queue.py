@@ -11,7 +11,6 @@ import time_machine
 from conftest_service import add_job
 from sqlalchemy import func, select, update
 
-from autotune import service
 from autotune.service import (
     ClaimPolicy,
     JobNotFoundError,
@@ -21,7 +20,7 @@ from autotune.service import (
     release,
     request_cancel,
 )
-from autotune.store import Database, Job, Trial, utcnow
+from autotune.store import Database, Job, utcnow
 from autotune.tuner import load_job
 
 database_url, database = conftest_service.database_url, conftest_service.database

@@ -54,9 +54,8 @@ def serve(
 ) -> None:
     """Serve the REST API (and one embedded worker) on HOST:PORT."""
     import uvicorn
-
-    from api.main import create_app
-    from api.settings import load_settings
+    from autotune_api.main import create_app
+    from autotune_api.settings import load_settings
 
     settings = load_settings(
         host=host, port=port, db=db, workloads_dir=workloads_dir, embedded_worker=worker,

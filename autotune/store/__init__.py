@@ -2,7 +2,13 @@
 
 from autotune.store._db import Database, configure_sqlite, open_database, resolve_url
 from autotune.store._lease import database_now, lock_owned_job, next_trial_number
-from autotune.store._lock import LOCK_DIR_ENV, device_lock, lock_dir, try_file_lock
+from autotune.store._lock import (
+    LOCK_DIR_ENV,
+    device_lock,
+    embedded_worker_slot,
+    lock_dir,
+    try_file_lock,
+)
 from autotune.store._migrate import head_revision, schema_differences, upgrade
 from autotune.store._models import JOB_STATUSES, OUTCOMES, PHASES, Base, Job, Trial, utcnow
 
@@ -18,6 +24,7 @@ __all__ = [
     "configure_sqlite",
     "database_now",
     "device_lock",
+    "embedded_worker_slot",
     "head_revision",
     "lock_dir",
     "lock_owned_job",

@@ -9,6 +9,7 @@ the server when the holder dies, so a killed process never leaves a stale lock b
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -39,10 +40,8 @@ def lock_dir() -> Path:
                                                           "autotune-locks"))
     if not directory.is_dir():
         directory.mkdir(parents=True, exist_ok=True)
-        try:
+        with contextlib.suppress(PermissionError):  # created by another user in between
             directory.chmod(0o1777)
-        except PermissionError:  # created by another user in between
-            pass
     return directory
 
 
@@ -132,3 +131,10 @@ def device_lock(
 def _advisory_unlock(connection: Connection, key: int) -> None:
     connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
     connection.commit()
+
+
+def embedded_worker_slot(db_url: str, device: str) -> str:
+    """The name of the lock that one server process per (database, device) holds to run the
+    embedded worker (see :func:`try_file_lock`)."""
+    digest = hashlib.blake2b(db_url.encode(), digest_size=6).hexdigest()
+    return f"embedded-worker-{digest}-{device}"
