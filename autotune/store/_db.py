@@ -13,7 +13,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from autotune.errors import StoreError
-from autotune.store._migrate import ensure_current
+from autotune.store._migrate import ensure_current, upgrade
 
 DEFAULT_DB_FILE = "autotune.db"
 ENV_VAR = "AUTOTUNE_DB"
@@ -102,8 +102,18 @@ class Database:
 
     def create_schema(self) -> None:
         """Create a new database's tables; refuse one whose schema needs ``autotune db upgrade``."""
-        try:
+        with self._unreachable_is_store_error():
             ensure_current(self.engine, self.shown_url)
+
+    def upgrade_schema(self) -> tuple[str | None, str]:
+        """Migrate the schema to this autotune's: (revision before, revision after)."""
+        with self._unreachable_is_store_error():
+            return upgrade(self.engine)
+
+    @contextmanager
+    def _unreachable_is_store_error(self) -> Iterator[None]:
+        try:
+            yield
         except OperationalError as exc:
             raise StoreError(
                 f"cannot open database {self.shown_url!r}: {exc.orig}; check the path or "
