@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, LeaseLostError
 from autotune.measure import device_identity
 from autotune.service._queue import ClaimPolicy, claim_next, fail, heartbeat, release
 from autotune.store import Database, Trial
@@ -122,6 +122,8 @@ class Worker:
         lease.start()
         try:
             self._run_job(self.db, job_id, cancel=cancel, worker_id=self.worker_id)
+        except LeaseLostError as exc:
+            log.warning("worker %s: %s", self.worker_id, exc)
         except AutotuneError as exc:  # usually stored on the job by run_job already
             self._fail(job_id, str(exc))
         except Exception as exc:  # a bug must fail the job, not take the worker down with it
