@@ -6,9 +6,13 @@ on SQLite and on the PostgreSQL server.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
+import socket
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +28,7 @@ from autotune.recommend import validate_recommendation
 from autotune.store import Job, Trial, open_database
 
 pytestmark = pytest.mark.slow
+postgres_url = pytest.fixture(conftest_service.postgres_schema_url)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -132,3 +137,81 @@ def test_a_paused_worker_that_lost_its_lease_writes_nothing_when_it_wakes(
     # stored its result too, that configuration would count twice here.
     searched = [t.config_key for t in trials if t.phase != "confirm" and not t.interrupted]
     assert len(searched) == len(set(searched)) == 4, service.logs()
+
+
+class TcpProxy:
+    """A TCP forwarder to PostgreSQL that can be stopped and started again on its port, as
+    a server restart looks to its clients: connections reset, then refused, then accepted."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.port = conftest_service.free_port()
+        self._sockets: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+
+    def start(self) -> None:
+        listener = socket.create_server(("127.0.0.1", self.port))
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            self._sockets += [client, server]
+            for source, target in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, target: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                target.sendall(data)
+        for end in (source, target):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    def stop(self) -> None:
+        assert self._listener is not None
+        self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() blocked on it
+        self._listener.close()
+        for end in self._sockets:  # both sides see the connection end, as in a restart
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)  # (close alone would not wake a recv())
+            end.close()
+        self._sockets.clear()
+
+
+@pytest.mark.postgres
+def test_a_database_restart_mid_job_requeues_it_and_the_worker_reconnects(
+    postgres_url: str, tmp_path: Path,
+) -> None:
+    direct = postgres_url
+    proxy = TcpProxy(("127.0.0.1", 5432))
+    proxy.start()
+    service = start_service(tmp_path, db_url=direct)
+    try:
+        worker = conftest_service.start_autotune(
+            ["worker", "--db", direct.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}"),
+             "--heartbeat-timeout", str(HEARTBEAT_TIMEOUT_S), "--poll-interval", "0.2"],
+            tmp_path / "worker-through-proxy.log")
+        service.workers.append(worker)
+        with service.client() as http:
+            job_id = submit(http, n_trials=4)
+            wait_for(lambda: http.get(f"/v1/jobs/{job_id}").json()["progress"]["trials_done"]
+                     >= 1 and psutil.Process(worker.pid).children(), 120,
+                     "a finished trial and a running one")
+            proxy.stop()  # down for longer than a trial: its result cannot be stored
+            time.sleep(HEARTBEAT_TIMEOUT_S + 2)
+            assert http.get(f"/v1/jobs/{job_id}").json()["status"] == "running"
+            proxy.start()
+            job = wait_for(lambda: finished(http, job_id), 200, "the job to finish")
+        assert job["status"] == "succeeded", (job["error"], service.logs())
+        assert job["attempts"] == 1  # the requeue gave its attempt back
+        assert "putting it back in the queue" in worker.output(), service.logs()
+    finally:
+        service.stop()
+        proxy.stop()

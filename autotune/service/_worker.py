@@ -16,6 +16,7 @@ import time
 import uuid
 from typing import Any, Protocol
 
+from optuna.exceptions import StorageInternalError
 from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.errors import AutotuneError, LeaseLostError
@@ -24,6 +25,9 @@ from autotune.service._queue import ClaimPolicy, claim_next, fail, heartbeat, re
 from autotune.store import Database, Trial
 
 log = logging.getLogger("autotune.worker")
+
+#: The database went away mid-job (a restart, the network); Optuna wraps it in its own error.
+DATABASE_FAULTS = (SQLAlchemyError, StorageInternalError)
 
 
 class JobRunner(Protocol):
@@ -124,6 +128,10 @@ class Worker:
             self._run_job(self.db, job_id, cancel=cancel, worker_id=self.worker_id)
         except LeaseLostError as exc:
             log.warning("worker %s: %s", self.worker_id, exc)
+        except DATABASE_FAULTS as exc:  # a transient fault, not the job's: requeue it
+            log.warning("worker %s: the database failed during job %d (%s); putting it back in "
+                        "the queue once it answers", self.worker_id, job_id, exc)
+            self._requeue_when_reachable(lease)
         except AutotuneError as exc:  # usually stored on the job by run_job already
             self._fail(job_id, str(exc))
         except Exception as exc:  # a bug must fail the job, not take the worker down with it
@@ -136,6 +144,15 @@ class Worker:
             lease.release()
         log.info("worker %s finished job %d", self.worker_id, job_id)
         return job_id
+
+    def _requeue_when_reachable(self, lease: _Lease) -> None:
+        """Release the job as soon as the database answers again (or another worker took it
+        over after its lease ran out, which release sees and leaves alone)."""
+        while not self._stopping.is_set():
+            lease.release()
+            if lease.reached_database:
+                return
+            self._stopping.wait(self.poll_interval_s)
 
     def _fail(self, job_id: int, error: str) -> None:
         with self.db.session(immediate=True) as session:
@@ -150,6 +167,7 @@ class _Lease(threading.Thread):
         self.worker, self.job_id, self.cancel = worker, job_id, cancel
         self.shutdown = False
         self.released = False
+        self.reached_database = False
         self._done = threading.Event()
 
     def run(self) -> None:
@@ -187,6 +205,7 @@ class _Lease(threading.Thread):
         except SQLAlchemyError as exc:
             log.warning("could not put job %d back in the queue: %s", self.job_id, exc)
             return
+        self.reached_database = True
         if self.released:
             log.info("worker %s put job %d back in the queue", self.worker.worker_id,
                      self.job_id)

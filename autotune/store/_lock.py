@@ -22,7 +22,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO
 
-from sqlalchemy import Connection, text
+from sqlalchemy import text
 
 from autotune.store._db import Database
 
@@ -111,8 +111,11 @@ def device_lock(
             yield False
             return
         if db is not None and not db.is_sqlite:
-            # Its own connection, outside any transaction: the lock lives as long as it.
+            # Its own connection, closed (not returned to the pool) at the end whatever
+            # happened: ending the session is what surely releases its advisory lock, even
+            # after an error between taking the lock and unlocking it.
             connection = stack.enter_context(db.engine.connect())
+            stack.callback(connection.invalidate)
             key = _advisory_key(socket.gethostname(), device)
 
             def take_advisory() -> bool:
@@ -124,13 +127,7 @@ def device_lock(
             if not _wait(take_advisory, cancel):
                 yield False
                 return
-            stack.callback(_advisory_unlock, connection, key)
         yield True
-
-
-def _advisory_unlock(connection: Connection, key: int) -> None:
-    connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
-    connection.commit()
 
 
 def embedded_worker_slot(db_url: str, device: str) -> str:

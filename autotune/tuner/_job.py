@@ -10,6 +10,7 @@ from typing import Any
 
 import optuna
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.errors import AutotuneError, ConfigError, NoFeasibleConfigError
 from autotune.measure import device_identity
@@ -409,6 +410,10 @@ def run_job(
     except KeyboardInterrupt:
         _update_job(db, job_id, owner, status="interrupted",
                     error="interrupted; resume with `autotune run ... --resume`")
+        raise
+    except (SQLAlchemyError, optuna.exceptions.StorageInternalError):
+        # The database went away (a restart, the network): not the job's fault. A worker puts
+        # the job back in the queue once it reconnects; nothing here can be stored reliably.
         raise
     except Exception as exc:
         _update_job(db, job_id, owner, status="failed", error=f"internal error: {exc!r}",
