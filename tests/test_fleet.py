@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
 import signal
 import socket
 import threading
@@ -215,3 +216,27 @@ def test_a_database_restart_mid_job_requeues_it_and_the_worker_reconnects(
     finally:
         service.stop()
         proxy.stop()
+
+
+def test_the_trial_of_a_worker_killed_with_sigkill_dies_with_it(tmp_path: Path) -> None:
+    """Only the worker is killed (not its process tree): its trial must not go on measuring
+    on the device its replacement is about to use."""
+    service = start_service(tmp_path)
+    # Its trials hang in the data loader and never report: nothing but the worker's death
+    # can tell them to stop.
+    shutil.copy(conftest_service.TESTS / "workloads" / "hang.py",
+                tmp_path / "workloads" / "hang.py")
+    try:
+        worker = service.start_worker()
+        with service.client() as http:
+            submit(http, workload="hang", trial_timeout_s=600)
+            wait_for(lambda: stored(service)[0][0].space is not None, 120,
+                     "the probe to finish")
+            trials = wait_for(lambda: psutil.Process(worker.pid).children(recursive=True), 60,
+                              "a trial process")
+            os.kill(worker.pid, signal.SIGKILL)
+            worker.popen.wait(10)
+            _, alive = psutil.wait_procs(trials, timeout=15)
+            assert alive == [], f"orphaned trial processes still run: {alive}"
+    finally:
+        service.stop()
