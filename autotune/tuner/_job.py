@@ -72,7 +72,8 @@ def load_job(db: Database, job_id: int) -> Job:
     with db.session() as session:
         job = session.get(Job, job_id)
         if job is None:
-            raise AutotuneError(f"job {job_id} does not exist in {db.url}; list jobs to find it")
+            raise AutotuneError(f"job {job_id} does not exist in {db.shown_url}; list jobs to "
+                                "find it")
         session.expunge(job)
         return job
 
