@@ -7,7 +7,7 @@ from pathlib import Path
 
 import conftest_service
 import pytest
-from conftest_service import AUTOTUNE, clean_env
+from conftest_service import AUTOTUNE, clean_env, free_port
 from sqlalchemy import Engine, create_engine, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 
@@ -64,9 +64,10 @@ def test_a_database_from_before_migrations_is_refused_then_upgraded_with_its_job
 
     with pytest.raises(SchemaOutdatedError, match=r"run `autotune db upgrade --db "):
         open_database(database_url)
-    refused = run_autotune("worker", "--db", database_url)
-    assert refused.returncode == 1
-    assert "autotune db upgrade" in refused.stderr and "Traceback" not in refused.stderr
+    for command in (["worker"], ["serve", "--port", str(free_port())]):
+        refused = run_autotune(*command, "--db", database_url)
+        assert refused.returncode == 1
+        assert "autotune db upgrade" in refused.stderr and "Traceback" not in refused.stderr
 
     upgraded = run_autotune("db", "upgrade", "--db", database_url)
     assert upgraded.returncode == 0, upgraded.stderr

@@ -64,6 +64,7 @@ def serve(
         insecure_allow_remote=insecure_allow_remote,
     )
     _logging(log_level)
+    open_database(settings.db).dispose()  # an old schema: one sentence here, not a traceback
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
                 log_level=log_level.lower(), timeout_graceful_shutdown=30)
 
