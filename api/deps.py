@@ -10,9 +10,10 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from api.settings import Settings
 from autotune.service import WorkloadCatalog
 from autotune.store import Database
+
+from .settings import Settings
 
 
 def get_settings(request: Request) -> Settings:

@@ -1,10 +1,12 @@
-"""A cap on request body size, checked before the body reaches FastAPI."""
+"""Limits on requests, checked before they reach FastAPI: body size, and who may connect."""
 
 from __future__ import annotations
 
 import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .settings import is_loopback
 
 
 class BodySizeLimit:
@@ -46,11 +48,37 @@ class BodySizeLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"detail": (
+        await _send_error(send, 413, (
             f"the request body is larger than {self.max_bytes} bytes; send a smaller body "
             "(a job's options fit in a few kilobytes)"
-        )}).encode()
-        await send({"type": "http.response.start", "status": 413, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        ]})
-        await send({"type": "http.response.body", "body": body})
+        ))
+
+
+class LoopbackClientsOnly:
+    """Answer 403 to every client that is not on this machine.
+
+    Installed when the server has no token, whatever way it was started (``autotune serve``
+    checks its ``--host`` too, but ``uvicorn --host 0.0.0.0 --factory ...`` bypasses that):
+    without a token, anyone who reaches the port could run code as the server's user.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        client = scope.get("client")
+        if scope["type"] == "http" and not (client and is_loopback(client[0])):
+            await _send_error(send, 403, (
+                "this server has no AUTOTUNE_API_TOKEN, so it only answers clients on its own "
+                "machine; set AUTOTUNE_API_TOKEN on the server and send it as a bearer token"
+            ))
+            return
+        await self.app(scope, receive, send)
+
+
+async def _send_error(send: Send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+    ]})
+    await send({"type": "http.response.body", "body": body})

@@ -9,19 +9,22 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI, Request, status
 from fastapi.exception_handlers import http_exception_handler
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.middleware.trustedhost import TrustedHostMiddleware
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from api.deps import require_token
-from api.limits import BodySizeLimit
-from api.routes import jobs, ops, system, workloads
-from api.schemas import ErrorPublic
-from api.settings import Settings, load_settings
 from autotune import __version__
 from autotune.errors import AutotuneError, StoreError
 from autotune.service import ClaimPolicy, JobNotFoundError, JobStateError, Worker
-from autotune.store import open_database
+from autotune.store import embedded_worker_slot, open_database, try_file_lock
+
+from .deps import require_token
+from .limits import BodySizeLimit, LoopbackClientsOnly
+from .routes import jobs, ops, system, workloads
+from .schemas import ErrorPublic
+from .settings import Settings, load_settings
 
 log = logging.getLogger("autotune.api")
 
@@ -65,7 +68,17 @@ async def _database_error(request: Request, exc: Exception) -> JSONResponse:
                   "that it is running and reachable from the server, then retry")
 
 
-def _start_worker(app: FastAPI, settings: Settings) -> None:
+def _start_worker(app: FastAPI, settings: Settings) -> bool:
+    """Start the embedded worker, unless another process of this server already runs one.
+
+    ``uvicorn --workers N`` runs the app N times: only the first process gets a worker (the
+    others would only queue up on the device's lock).
+    """
+    slot = try_file_lock(embedded_worker_slot(settings.db, settings.device))
+    if slot is None:
+        log.warning("another server process on this host already runs the embedded worker "
+                    "for device %s; this one serves the API only", settings.device)
+        return False
     worker = Worker(
         app.state.database,
         ClaimPolicy(settings.heartbeat_timeout_s, settings.max_attempts),
@@ -74,22 +87,23 @@ def _start_worker(app: FastAPI, settings: Settings) -> None:
     )
     thread = threading.Thread(target=worker.run, name="embedded-worker", daemon=True)
     thread.start()
-    app.state.worker, app.state.worker_thread = worker, thread
+    app.state.worker, app.state.worker_thread, app.state.worker_slot = worker, thread, slot
+    return True
 
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     app.state.database = open_database(settings.db)
-    if settings.embedded_worker:
-        _start_worker(app, settings)
+    has_worker = settings.embedded_worker and _start_worker(app, settings)
     try:
         yield
     finally:
-        if settings.embedded_worker:
+        if has_worker:
             # Stops the running trial and puts its job back in the queue to resume later.
             app.state.worker.stop()
             app.state.worker_thread.join(timeout=60)
+            app.state.worker_slot.close()
         app.state.database.dispose()
 
 
@@ -116,4 +130,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(SQLAlchemyError, _database_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
+                           allow_methods=["GET", "POST"],
+                           allow_headers=["authorization", "content-type"])
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.trusted_hosts())
+    if settings.api_token is None and not settings.insecure_allow_remote:
+        app.add_middleware(LoopbackClientsOnly)  # outermost: checked first
     return app

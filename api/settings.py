@@ -54,6 +54,20 @@ class Settings(BaseSettings):
     max_attempts: int = Field(default=3, ge=1, le=100)
     #: The device the embedded worker owns; jobs asking for ``auto`` run on it.
     device: str = "auto"
+    #: Host names the server answers to (the ``Host`` header), against DNS rebinding. By
+    #: default: the loopback names without a token, any name with one (a rebinding page
+    #: cannot send the token).
+    allowed_hosts: list[str] | None = None
+    #: Origins whose pages may call the API from a browser; none unless set.
+    cors_origins: list[str] = Field(default_factory=list)
+
+    def trusted_hosts(self) -> list[str]:
+        """The ``Host`` names to answer (see ``allowed_hosts``)."""
+        if self.allowed_hosts is not None:
+            return self.allowed_hosts
+        if self.api_token is not None or self.insecure_allow_remote:
+            return ["*"]
+        return sorted({"localhost", "127.0.0.1", "[::1]", self.host})
 
     @field_validator("db")
     @classmethod

@@ -29,6 +29,14 @@ class StoreError(AutotuneError):
     """The database could not be opened or does not hold what was asked for."""
 
 
+class SchemaOutdatedError(StoreError):
+    """The database's schema is older (or newer) than this autotune; ``autotune db upgrade``."""
+
+
+class LeaseLostError(StoreError):
+    """The job was taken over by another worker; this one must stop writing to it."""
+
+
 class JobNotFoundError(StoreError):
     """No job has the id that was asked for."""
 

@@ -19,6 +19,13 @@ FAST = {"warmup_steps": 1, "min_steps": 3, "min_seconds": 0.3}
 DRIFT_WATCHED = ("pytest", "schemathesis", "hypothesis", "optuna", "torch", "sqlalchemy")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _device_locks_of_this_session(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Trials of this test session queue on its own device locks, not on those of other test
+    sessions or real runs on this machine (their waits would make timings here meaningless)."""
+    os.environ["AUTOTUNE_LOCK_DIR"] = str(tmp_path_factory.mktemp("device-locks"))
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     from importlib.metadata import PackageNotFoundError, version
 

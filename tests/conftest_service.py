@@ -25,7 +25,7 @@ import psutil
 import pytest
 from sqlalchemy import create_engine, text
 
-from autotune.store import Database, Job, open_database
+from autotune.store import LOCK_DIR_ENV, Database, Job, open_database
 
 POSTGRES_URL = os.environ.get(
     "AUTOTUNE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -138,8 +138,12 @@ class Process:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This environment without AUTOTUNE_* (a developer's own database or token), plus ``extra``."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
+    """This environment without AUTOTUNE_* (a developer's own database or token), plus ``extra``.
+
+    The test session's device-lock directory is kept (see ``conftest.py``).
+    """
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith("AUTOTUNE_") or k == LOCK_DIR_ENV}
     return {**environment, **extra}
 
 

@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import pytest
 import typer
+from autotune_api.settings import load_settings
 from conftest_service import AUTOTUNE, Service, clean_env, postgres_schema_url, start_service
 from typer.testing import CliRunner
 
-from api.settings import load_settings
 from autotune.cli._service import register
 from autotune.errors import ConfigError
 from autotune.store import Job, Trial, open_database, utcnow

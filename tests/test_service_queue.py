@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import conftest_service
 import pytest
+import time_machine
 from conftest_service import add_job
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 
-from autotune import service
 from autotune.service import (
     ClaimPolicy,
     JobNotFoundError,
@@ -20,7 +20,7 @@ from autotune.service import (
     release,
     request_cancel,
 )
-from autotune.store import Database, Job, Trial, utcnow
+from autotune.store import Database, Job, utcnow
 from autotune.tuner import load_job
 
 database_url, database = conftest_service.database_url, conftest_service.database
@@ -139,34 +139,62 @@ def test_release_requeues_a_job_for_another_worker(database: Database) -> None:
         assert release(session, job_id, "w1")
     assert load_job(database, job_id).status == "queued"
     assert claim(database, "w2") == job_id
-    assert load_job(database, job_id).attempts == 2
+    # A shutdown is not a failure: the released attempt is given back.
+    assert load_job(database, job_id).attempts == 1
 
 
-def test_progress_pages_metrics_and_recommendation_read_the_same_on_both(
-    database: Database,
-) -> None:
-    job_id = add_job(database, status="running")
-    rows = [("baseline", "ok", 100.0, False), ("search", "ok", 300.0, False),
-            ("search", "crashed", None, True), ("search", "oom", None, False),
-            ("confirm", "ok", 250.0, False)]
+def test_release_never_passes_a_job_through_a_finished_state(database: Database) -> None:
+    job_id = add_job(database)
+    claim(database, "w1")
     with database.session() as session:
-        for number, (phase, outcome, speed, interrupted) in enumerate(rows, start=1):
-            session.add(Trial(job_id=job_id, number=number, phase=phase, outcome=outcome,
-                              config={"batch_size": 8 * number}, config_key=str(number),
-                              samples_per_s=speed, interrupted=interrupted, duration_s=2.0))
+        session.execute(update(Job).where(Job.id == job_id).values(status="cancelled"))
     with database.session() as session:
-        job = session.get(Job, job_id)
-        assert job is not None
-        progress = service.progress(session, [job])[job_id]
-        assert (progress.trials_done, progress.trials_budget, progress.confirm_done) == (3, 3, 1)
-        assert progress.best is not None and (progress.best.number, progress.best.phase) == \
-            (2, "search")
-        page = service.list_trials(session, job_id, offset=1, limit=2)
-        assert page.count == 5 and [t.number for t in page.items] == [2, 3]
-        assert service.list_jobs(session, "running", 0, 10).count == 1
-        snapshot = service.metrics(session)
-        assert snapshot.trials_by_outcome == {"ok": 3, "crashed": 1, "oom": 1}
-        assert (snapshot.duration_buckets[1.0], snapshot.duration_buckets[2.5]) == (0, 5)
-        assert snapshot.duration_sum_s == 10.0
-        with pytest.raises(JobStateError, match=f"job {job_id} is running and has no"):
-            service.recommendation(session, job_id)
+        assert not release(session, job_id, "w1"), "a cancelled job must stay cancelled"
+    assert load_job(database, job_id).status == "cancelled"
+
+
+def claim_for(db: Database, worker_id: str, device_class: str) -> int | None:
+    with db.session(immediate=True) as session:
+        job = claim_next(session, worker_id, POLICY, device_class=device_class)
+        return None if job is None else job.id
+
+
+def test_a_job_is_claimed_only_by_a_worker_of_its_device_class(database: Database) -> None:
+    h100, a10 = "cuda: NVIDIA H100 80GB HBM3", "cuda: NVIDIA A10"
+    for_h100 = add_job(database, device_class=h100)
+    unclassed = add_job(database)
+    assert claim_for(database, "a10-worker", a10) == unclassed
+    assert load_job(database, unclassed).device_class == a10, "its first worker stamps it"
+    assert claim_for(database, "a10-worker", a10) is None
+    assert claim(database, "classless-worker") is None
+    assert claim_for(database, "h100-worker", h100) == for_h100
+
+
+def test_a_job_taken_over_stays_on_its_device_class(database: Database) -> None:
+    h100, a10 = "cuda: NVIDIA H100 80GB HBM3", "cuda: NVIDIA A10"
+    job_id = add_job(database)
+    assert claim_for(database, "h100-1", h100) == job_id
+    with database.session() as session:  # its worker died a minute ago
+        session.execute(update(Job).where(Job.id == job_id).values(
+            heartbeat_at=utcnow() - timedelta(seconds=60)))
+    assert claim_for(database, "a10", a10) is None
+    assert claim_for(database, "h100-2", h100) == job_id
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_leases_use_the_database_clock_not_the_workers(database: Database) -> None:
+    """Hosts' clocks drift: a worker an hour late must not write heartbeats that look stale,
+    and one an hour early must not see a fresh lease as stale; both read the server's now()."""
+    job_id = add_job(database)
+    with time_machine.travel(utcnow() - timedelta(hours=1), tick=True):
+        assert claim(database, "late-clock") == job_id
+        with database.session() as session:
+            assert heartbeat(session, job_id, "late-clock") is False
+    with database.session() as session:
+        server_now = session.scalar(select(func.now()))
+        beat = session.get(Job, job_id).heartbeat_at
+    assert beat is not None and abs((server_now - beat).total_seconds()) < 5
+    with time_machine.travel(utcnow() + timedelta(hours=1), tick=True):
+        assert claim(database, "early-clock") is None
+    assert load_job(database, job_id).worker_id == "late-clock"

@@ -17,11 +17,13 @@ from autotune.tuner import load_job
 database_url, database = conftest_service.database_url, conftest_service.database
 
 
-def set_status(db: Database, job_id: int, status: str) -> None:
+def set_status(db: Database, job_id: int, status: str, owner: str | None = None) -> None:
+    """Finish a job, as run_job does: with ``owner``, only while that worker holds it."""
     with db.session(immediate=True) as session:
         job = session.get(Job, job_id)
         assert job is not None
-        job.status, job.finished_at = status, utcnow()
+        if owner is None or job.worker_id == owner:
+            job.status, job.finished_at = status, utcnow()
 
 
 class FakeRunner:
@@ -37,7 +39,7 @@ class FakeRunner:
     ) -> Any:
         self.started.set()
         self.cancelled = cancel.wait(self.seconds)
-        set_status(db, job_id, "cancelled" if self.cancelled else "succeeded")
+        set_status(db, job_id, "cancelled" if self.cancelled else "succeeded", worker_id)
 
 
 def make_worker(db: Database, runner: Any) -> Worker:
@@ -60,7 +62,8 @@ def test_the_lease_is_renewed_while_the_job_runs(database: Database) -> None:
     while thread.is_alive():
         # With a 1 s timeout, a 2 s job would be taken over without its heartbeats.
         with database.session(immediate=True) as session:
-            assert claim_next(session, "other", worker.policy) is None
+            assert claim_next(session, "other", worker.policy,
+                              device_class=worker.device_class) is None
         time.sleep(0.1)
     job = load_job(database, job_id)
     assert (job.status, job.attempts, job.worker_id) == ("succeeded", 1, "test-worker")
@@ -92,7 +95,8 @@ def test_stopping_the_worker_puts_its_job_back_in_the_queue(database: Database) 
     thread.join(10)
     assert not thread.is_alive()
     job = load_job(database, job_id)
-    assert (job.status, job.worker_id) == ("queued", None)
+    # Straight back to queued (never cancelled on the way), and the attempt is not spent.
+    assert (job.status, job.worker_id, job.attempts) == ("queued", None, 0)
 
 
 def test_a_runner_that_raises_fails_the_job_and_the_worker_goes_on(database: Database) -> None:

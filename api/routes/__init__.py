@@ -1,1 +1,1 @@
-"""One APIRouter per resource, mounted under /v1 by :func:`api.main.create_app`."""
+"""One APIRouter per resource, mounted under /v1 by :func:`autotune_api.main.create_app`."""

@@ -7,8 +7,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 
-from api.deps import CatalogDep, DatabaseDep, SessionDep, WriteSessionDep
-from api.schemas import (
+from autotune import service
+from autotune.errors import WorkloadError
+from autotune.service import WorkloadCatalog
+from autotune.store import Job
+from autotune.tuner import TuneOptions, create_job
+
+from ..deps import CatalogDep, DatabaseDep, SessionDep, WriteSessionDep
+from ..schemas import (
     ErrorPublic,
     JobCreate,
     JobPublic,
@@ -17,11 +23,6 @@ from api.schemas import (
     TrialPublic,
     TrialsPublic,
 )
-from autotune import service
-from autotune.errors import WorkloadError
-from autotune.service import WorkloadCatalog
-from autotune.store import Job
-from autotune.tuner import TuneOptions, create_job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 

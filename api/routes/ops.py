@@ -6,10 +6,11 @@ from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import text
 
-from api.deps import SessionDep
-from api.schemas import Health
 from autotune import service
 from autotune.store import JOB_STATUSES
+
+from ..deps import SessionDep
+from ..schemas import Health
 
 router = APIRouter(tags=["operations"])
 

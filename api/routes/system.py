@@ -7,9 +7,10 @@ from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import APIRouter
 
-from api.schemas import CpuPublic, SystemPublic
 from autotune.measure import nvml_devices
 from autotune.measure._fingerprint import cpu_count, cpu_model
+
+from ..schemas import CpuPublic, SystemPublic
 
 router = APIRouter(prefix="/system", tags=["system"])
 

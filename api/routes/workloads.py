@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import CatalogDep
-from api.schemas import WorkloadPublic, WorkloadsPublic
+from ..deps import CatalogDep
+from ..schemas import WorkloadPublic, WorkloadsPublic
 
 router = APIRouter(prefix="/workloads", tags=["workloads"])
 

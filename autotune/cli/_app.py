@@ -58,7 +58,7 @@ def _find_resumable(db: Database, workload: str, job_id: int | None) -> int:
         if job_id is not None:
             job = session.get(Job, job_id)
             if job is None:
-                raise ConfigError(f"--job {job_id} does not exist in {db.url}")
+                raise ConfigError(f"--job {job_id} does not exist in {db.shown_url}")
             if job.status == "succeeded":
                 raise ConfigError(f"job {job_id} already succeeded; start a new run without "
                                   "--resume")
@@ -68,7 +68,7 @@ def _find_resumable(db: Database, workload: str, job_id: int | None) -> int:
                  .order_by(Job.id.desc()).limit(1))
         job = session.scalars(query).first()
         if job is None:
-            raise ConfigError(f"nothing to resume for {workload} in {db.url}; run without "
+            raise ConfigError(f"nothing to resume for {workload} in {db.shown_url}; run without "
                               "--resume to start a job")
         return job.id
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from autotune.service import ClaimPolicy, ServiceClient, Worker
 from autotune.service._client import DEFAULT_SERVER
 from autotune.space import parse_assignments
-from autotune.store import open_database
+from autotune.store import Database, open_database, resolve_url
 
 console = Console(highlight=False)
 
@@ -54,9 +54,8 @@ def serve(
 ) -> None:
     """Serve the REST API (and one embedded worker) on HOST:PORT."""
     import uvicorn
-
-    from api.main import create_app
-    from api.settings import load_settings
+    from autotune_api.main import create_app
+    from autotune_api.settings import load_settings
 
     settings = load_settings(
         host=host, port=port, db=db, workloads_dir=workloads_dir, embedded_worker=worker,
@@ -65,6 +64,7 @@ def serve(
         insecure_allow_remote=insecure_allow_remote,
     )
     _logging(log_level)
+    open_database(settings.db).dispose()  # an old schema: one sentence here, not a traceback
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
                 log_level=log_level.lower(), timeout_graceful_shutdown=30)
 
@@ -198,9 +198,34 @@ def show_recommendation(
         console.print(f"wrote {out}")
 
 
+db_app = typer.Typer(help="The database's schema: upgrade it after installing a new autotune.",
+                     no_args_is_help=True)
+
+
+@db_app.command("upgrade")
+def upgrade_db(db: DbOption = None) -> None:
+    """Upgrade the database's schema to this autotune's (back the database up first).
+
+    A database from before migrations existed is recognised and upgraded; an up-to-date one is
+    left alone. Run it once, from one machine, while no worker or server uses the database.
+    """
+    database = Database(resolve_url(db))
+    try:
+        before, after = database.upgrade_schema()
+    finally:
+        database.dispose()
+    if before == after:
+        console.print(f"{database.shown_url} is up to date (revision {after})")
+    else:
+        console.print(f"upgraded {database.shown_url} from "
+                      f"{'before migrations' if before is None else f'revision {before}'} "
+                      f"to revision {after}")
+
+
 def register(app: typer.Typer) -> None:
     """Add the service's commands to the ``autotune`` app."""
     app.command()(serve)
     app.command()(worker)
     app.command()(submit)
     app.add_typer(jobs_app, name="jobs")
+    app.add_typer(db_app, name="db")

@@ -1,7 +1,14 @@
 """Inside a trial: the timed training loop, host memory, NVML, and the fingerprint."""
 
 from autotune.measure._batches import DevicePrefetcher, to_device
-from autotune.measure._fingerprint import device_info, device_uuid, fingerprint, resolve_device
+from autotune.measure._fingerprint import (
+    DeviceIdentity,
+    device_identity,
+    device_info,
+    device_uuid,
+    fingerprint,
+    resolve_device,
+)
 from autotune.measure._host_memory import TreeMemorySampler, tree_memory_bytes
 from autotune.measure._loop import (
     MeasurePlan,
@@ -17,6 +24,7 @@ from autotune.measure._loop import (
 from autotune.measure._nvml import UtilizationSampler, nvml_devices
 
 __all__ = [
+    "DeviceIdentity",
     "DevicePrefetcher",
     "MeasurePlan",
     "NonFiniteLoss",
@@ -27,6 +35,7 @@ __all__ = [
     "apply_backend_flags",
     "autocast_dtype",
     "build_loader",
+    "device_identity",
     "device_info",
     "device_uuid",
     "fingerprint",

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import platform
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psutil
 import torch
 
 from autotune.errors import ConfigError
+from autotune.measure._nvml import nvml_devices
 from autotune.space import DeviceInfo
 
 
@@ -124,3 +125,32 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
+
+
+class DeviceIdentity(NamedTuple):
+    """Which physical device a requested one is on this host, and its class across hosts."""
+
+    #: Names the physical device on this host (``cpu``, ``cuda:2``): one lock per key.
+    key: str
+    #: The hardware it is (``cpu: MODEL, N cores``, ``cuda: NVIDIA H100 80GB HBM3``): jobs
+    #: are only run, resumed or taken over on a device of the same class.
+    device_class: str
+
+
+def device_identity(requested: str) -> DeviceIdentity:
+    """The identity of device ``requested`` (``auto``, ``cpu``, ``cuda[:N]``) on this host.
+
+    The CUDA index is mapped through ``CUDA_VISIBLE_DEVICES``, so that two processes that see
+    one GPU under different indices share its key. The name comes from NVML, so no CUDA
+    context is created in this process.
+    """
+    device = resolve_device(requested)
+    if device.type == "cpu":
+        return DeviceIdentity("cpu", f"cpu: {cpu_model()}, {cpu_count()} cores")
+    index = device.index or 0
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+               if v.strip()]
+    physical = visible[index] if index < len(visible) else str(index)
+    names = {str(gpu["index"]): gpu["name"] for gpu in nvml_devices()}
+    name = names.get(physical) or torch.cuda.get_device_name(index)
+    return DeviceIdentity(f"cuda:{physical}", f"cuda: {name}")

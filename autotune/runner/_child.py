@@ -7,9 +7,11 @@ Every outcome the process can still report (ok, oom, nonfinite, error) is writte
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import json
 import os
+import signal
 import sys
 import traceback
 from typing import Any
@@ -122,7 +124,22 @@ def trial(request: dict[str, Any], emit: EventWriter) -> None:
     emit(result)
 
 
+PARENT_PID_ENV = "AUTOTUNE_TRIAL_PARENT_PID"
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Be killed when the process that started this trial dies (a ``kill -9`` of a worker),
+    so that an orphaned trial never measures alongside the trials of its replacement."""
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != int(os.environ.get(PARENT_PID_ENV, os.getppid())):
+        os._exit(1)  # it died before the line above took effect
+
+
 def main() -> None:
+    die_with_parent()
     faulthandler.enable()  # a segfault leaves its Python stack in the trial's log
     request = json.loads(sys.stdin.read())
     emit = EventWriter()

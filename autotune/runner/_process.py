@@ -101,6 +101,7 @@ def _start(request: dict[str, Any]) -> _Run:
     read_fd, write_fd = os.pipe()
     log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by the caller once classified
     env = dict(os.environ, PYTHONUNBUFFERED="1", **{RESULT_FD_ENV: str(write_fd)},
+               AUTOTUNE_TRIAL_PARENT_PID=str(os.getpid()),  # see _child.die_with_parent
                **target.environment())
     process = subprocess.Popen(
         [sys.executable, "-m", "autotune.runner._child"],

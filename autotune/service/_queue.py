@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, case, or_, select, update
 from sqlalchemy.orm import Session
 
 from autotune.errors import JobNotFoundError, JobStateError
-from autotune.store import Job, utcnow
+from autotune.store import Job, database_now
 
 #: A job in one of these states will not change any more.
 FINISHED_STATUSES = ("succeeded", "failed", "cancelled")
@@ -33,16 +33,21 @@ class ClaimPolicy:
 
 
 def claim_next(
-    session: Session, worker_id: str, policy: ClaimPolicy, now: datetime | None = None
+    session: Session,
+    worker_id: str,
+    policy: ClaimPolicy,
+    now: datetime | None = None,
+    device_class: str | None = None,
 ) -> Job | None:
     """Claim the oldest queued job, or a running one whose worker stopped heartbeating.
 
-    The claimed job is marked running, owned by ``worker_id``, heartbeated now and its
-    ``attempts`` counted. Abandoned jobs that used up their attempts are failed on the way.
-    Jobs that are running without a heartbeat (a CLI ``autotune run`` in its own process)
-    are never taken.
+    The claimed job is marked running, owned by ``worker_id``, heartbeated now (on the
+    database's clock) and its ``attempts`` counted. Abandoned jobs that used up their attempts
+    are failed on the way. Jobs that are running without a heartbeat (a CLI ``autotune run``
+    in its own process) are never taken. A worker declaring its ``device_class`` only takes
+    jobs of that class or of none yet, and stamps its class on the latter.
     """
-    now = now or utcnow()
+    now = now or database_now(session)
     abandoned = and_(
         Job.status == "running",
         Job.heartbeat_at.is_not(None),
@@ -51,6 +56,8 @@ def claim_next(
     candidates = (
         select(Job)
         .where(or_(Job.status == "queued", abandoned))
+        .where(or_(Job.device_class.is_(None), Job.device_class == device_class)
+               if device_class is not None else Job.device_class.is_(None))
         .order_by(Job.id)
         .limit(1)
         .with_for_update(skip_locked=True)
@@ -69,6 +76,7 @@ def claim_next(
             job.heartbeat_at = now
             job.attempts = (job.attempts or 0) + 1
             job.started_at = job.started_at or now
+            job.device_class = job.device_class or device_class
             session.flush()
             return job
         session.flush()
@@ -84,27 +92,29 @@ def heartbeat(session: Session, job_id: int, worker_id: str) -> bool | None:
     result = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.worker_id == worker_id, Job.status == "running")
-        .values(heartbeat_at=utcnow())
+        .values(heartbeat_at=database_now(session))
         .returning(Job.cancel_requested)
     ).first()
     return None if result is None else bool(result[0])
 
 
 def release(session: Session, job_id: int, worker_id: str) -> bool:
-    """Put a job this worker stopped for shutdown back in the queue, to resume elsewhere.
+    """Put a running job this worker stops for shutdown back in the queue, to resume elsewhere.
 
-    A job that finished anyway, whose cancel was requested, or that another worker owns by
-    now, is left alone.
+    The job goes straight from running to queued, and its attempt is given back: a shutdown
+    is not a failure. A job that finished anyway, whose cancel was requested, or that another
+    worker owns by now, is left alone.
     """
     result = session.execute(
         update(Job)
         .where(
             Job.id == job_id,
             Job.worker_id == worker_id,
-            Job.status.in_(("running", "cancelled")),
+            Job.status == "running",
             Job.cancel_requested.is_(False),
         )
-        .values(status="queued", worker_id=None, heartbeat_at=None, finished_at=None)
+        .values(status="queued", worker_id=None, heartbeat_at=None, finished_at=None,
+                attempts=case((Job.attempts > 0, Job.attempts - 1), else_=0))
     )
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
@@ -113,7 +123,7 @@ def fail(session: Session, job_id: int, worker_id: str, error: str) -> None:
     """Mark a job this worker owns failed, with a message for the user."""
     job = session.get(Job, job_id)
     if job is not None and job.worker_id == worker_id and job.status not in FINISHED_STATUSES:
-        _finish(job, "failed", utcnow(), error=error)
+        _finish(job, "failed", database_now(session), error=error)
 
 
 def request_cancel(session: Session, job_id: int) -> Job:
@@ -131,7 +141,7 @@ def request_cancel(session: Session, job_id: int) -> Job:
         return job
     job.cancel_requested = True
     if job.status != "running":
-        _finish(job, "cancelled", utcnow())
+        _finish(job, "cancelled", database_now(session))
     session.flush()
     return job
 

@@ -16,13 +16,18 @@ import time
 import uuid
 from typing import Any, Protocol
 
+from optuna.exceptions import StorageInternalError
 from sqlalchemy.exc import SQLAlchemyError
 
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, LeaseLostError
+from autotune.measure import device_identity
 from autotune.service._queue import ClaimPolicy, claim_next, fail, heartbeat, release
 from autotune.store import Database, Trial
 
 log = logging.getLogger("autotune.worker")
+
+#: The database went away mid-job (a restart, the network); Optuna wraps it in its own error.
+DATABASE_FAULTS = (SQLAlchemyError, StorageInternalError)
 
 
 class JobRunner(Protocol):
@@ -60,7 +65,8 @@ class Worker:
         heartbeat_interval_s: how often the lease is refreshed and cancel polled; keep it
             well under ``policy.stale_after_s``.
         poll_interval_s: how long to wait before looking again when the queue is empty.
-        device: the device this worker owns; a job asking for ``auto`` runs on it.
+        device: the device this worker owns; a job asking for ``auto`` runs on it, and only
+            jobs for its device class (or none yet) are claimed.
         run_job: runs one claimed job (the tuner's ``run_job`` by default).
     """
 
@@ -81,6 +87,7 @@ class Worker:
         self.heartbeat_interval_s = heartbeat_interval_s
         self.poll_interval_s = poll_interval_s
         self.device = device
+        self.device_class = device_identity(device).device_class
         self.worker_id = worker_id or default_worker_id()
         self._run_job = run_job
         self._stopping = threading.Event()
@@ -91,7 +98,8 @@ class Worker:
 
     def run(self) -> None:
         """Claim and run jobs until stopped; database hiccups are logged and retried."""
-        log.info("worker %s started on %s", self.worker_id, self.db.engine.url.render_as_string())
+        log.info("worker %s started on %s, device %s (%s)", self.worker_id, self.db.shown_url,
+                 self.device, self.device_class)
         while not self._stopping.is_set():
             try:
                 ran = self.run_once()
@@ -105,7 +113,8 @@ class Worker:
     def run_once(self) -> int | None:
         """Claim one job and run it to its end; the id of the job, or None if none was queued."""
         with self.db.session(immediate=True) as session:
-            job = claim_next(session, self.worker_id, self.policy)
+            job = claim_next(session, self.worker_id, self.policy,
+                             device_class=self.device_class)
             if job is None:
                 return None
             job_id, attempt = job.id, job.attempts
@@ -117,6 +126,12 @@ class Worker:
         lease.start()
         try:
             self._run_job(self.db, job_id, cancel=cancel, worker_id=self.worker_id)
+        except LeaseLostError as exc:
+            log.warning("worker %s: %s", self.worker_id, exc)
+        except DATABASE_FAULTS as exc:  # a transient fault, not the job's: requeue it
+            log.warning("worker %s: the database failed during job %d (%s); putting it back in "
+                        "the queue once it answers", self.worker_id, job_id, exc)
+            self._requeue_when_reachable(lease)
         except AutotuneError as exc:  # usually stored on the job by run_job already
             self._fail(job_id, str(exc))
         except Exception as exc:  # a bug must fail the job, not take the worker down with it
@@ -125,12 +140,19 @@ class Worker:
                                f"{exc}); report it with the worker log")
         finally:
             lease.finish()
-        if lease.shutdown:
-            with self.db.session() as session:
-                if release(session, job_id, self.worker_id):
-                    log.info("worker %s put job %d back in the queue", self.worker_id, job_id)
+        if lease.shutdown and not lease.released:  # the lease could not reach the database
+            lease.release()
         log.info("worker %s finished job %d", self.worker_id, job_id)
         return job_id
+
+    def _requeue_when_reachable(self, lease: _Lease) -> None:
+        """Release the job as soon as the database answers again (or another worker took it
+        over after its lease ran out, which release sees and leaves alone)."""
+        while not self._stopping.is_set():
+            lease.release()
+            if lease.reached_database:
+                return
+            self._stopping.wait(self.poll_interval_s)
 
     def _fail(self, job_id: int, error: str) -> None:
         with self.db.session(immediate=True) as session:
@@ -144,13 +166,18 @@ class _Lease(threading.Thread):
         super().__init__(name=f"heartbeat-job-{job_id}", daemon=True)
         self.worker, self.job_id, self.cancel = worker, job_id, cancel
         self.shutdown = False
+        self.released = False
+        self.reached_database = False
         self._done = threading.Event()
 
     def run(self) -> None:
         next_beat = time.monotonic() + self.worker.heartbeat_interval_s
         while not self._done.wait(0.2):
             if self.worker._stopping.is_set() and not self.cancel.is_set():
+                # Requeued before the trial is stopped, so that the job never passes through
+                # a finished state: whatever the stopping run writes after is refused.
                 self.shutdown = True
+                self.release()
                 self.cancel.set()
             if time.monotonic() >= next_beat:
                 next_beat = time.monotonic() + self.worker.heartbeat_interval_s
@@ -170,6 +197,18 @@ class _Lease(threading.Thread):
         elif state and not self.cancel.is_set():
             log.info("job %d: cancel requested", self.job_id)
             self.cancel.set()
+
+    def release(self) -> None:
+        try:
+            with self.worker.db.session(immediate=True) as session:
+                self.released = release(session, self.job_id, self.worker.worker_id)
+        except SQLAlchemyError as exc:
+            log.warning("could not put job %d back in the queue: %s", self.job_id, exc)
+            return
+        self.reached_database = True
+        if self.released:
+            log.info("worker %s put job %d back in the queue", self.worker.worker_id,
+                     self.job_id)
 
     def finish(self) -> None:
         self._done.set()

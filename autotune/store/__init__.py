@@ -1,6 +1,15 @@
 """Storage of jobs and trials through SQLAlchemy (SQLite by default, PostgreSQL shared)."""
 
 from autotune.store._db import Database, configure_sqlite, open_database, resolve_url
+from autotune.store._lease import database_now, lock_owned_job, next_trial_number
+from autotune.store._lock import (
+    LOCK_DIR_ENV,
+    device_lock,
+    embedded_worker_slot,
+    lock_dir,
+    try_file_lock,
+)
+from autotune.store._migrate import head_revision, schema_differences, upgrade
 from autotune.store._models import (
     JOB_STATUSES,
     OUTCOMES,
@@ -15,6 +24,7 @@ from autotune.store._record import TrialRecord
 
 __all__ = [
     "JOB_STATUSES",
+    "LOCK_DIR_ENV",
     "OUTCOMES",
     "PHASES",
     "Base",
@@ -24,7 +34,17 @@ __all__ = [
     "Trial",
     "TrialRecord",
     "configure_sqlite",
+    "database_now",
+    "device_lock",
+    "embedded_worker_slot",
+    "head_revision",
+    "lock_dir",
+    "lock_owned_job",
+    "next_trial_number",
     "open_database",
     "resolve_url",
+    "schema_differences",
+    "try_file_lock",
+    "upgrade",
     "utcnow",
 ]

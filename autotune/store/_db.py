@@ -8,12 +8,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from autotune.errors import StoreError
-from autotune.store._models import Base
+from autotune.store._migrate import ensure_current, upgrade
 
 DEFAULT_DB_FILE = "autotune.db"
 ENV_VAR = "AUTOTUNE_DB"
@@ -56,6 +56,16 @@ def configure_sqlite(engine: Engine, always_immediate: bool = False) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
+def _hide_password(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        scheme, _, rest = url.partition("://")
+        userinfo, at, location = rest.rpartition("@")
+        user, colon, _password = userinfo.partition(":")
+        return f"{scheme}://{user}:***@{location}" if at and colon else url
+
+
 class Database:
     """An engine and its sessions; the caller of :meth:`session` owns the transaction."""
 
@@ -65,7 +75,7 @@ class Database:
             self.engine = create_engine(url, pool_pre_ping=True, **self._engine_options(url))
         except (ArgumentError, ImportError, ValueError) as exc:
             raise StoreError(
-                f"cannot open database {url!r}: {exc}; pass --db as a file path, "
+                f"cannot open database {_hide_password(url)!r}: {exc}; pass --db as a file path, "
                 "sqlite:///FILE or postgresql://USER@HOST/DB"
             ) from None
         if self.is_sqlite:
@@ -85,13 +95,29 @@ class Database:
     def is_sqlite(self) -> bool:
         return self.engine.dialect.name == "sqlite"
 
+    @property
+    def shown_url(self) -> str:
+        """The URL with its password hidden: the only form to print or log."""
+        return self.engine.url.render_as_string(hide_password=True)
+
     def create_schema(self) -> None:
+        """Create a new database's tables; refuse one whose schema needs ``autotune db upgrade``."""
+        with self._unreachable_is_store_error():
+            ensure_current(self.engine, self.shown_url)
+
+    def upgrade_schema(self) -> tuple[str | None, str]:
+        """Migrate the schema to this autotune's: (revision before, revision after)."""
+        with self._unreachable_is_store_error():
+            return upgrade(self.engine)
+
+    @contextmanager
+    def _unreachable_is_store_error(self) -> Iterator[None]:
         try:
-            Base.metadata.create_all(self.engine)
+            yield
         except OperationalError as exc:
             raise StoreError(
-                f"cannot open database {self.url!r}: {exc.orig}; check the path or server "
-                "and that it is writable"
+                f"cannot open database {self.shown_url!r}: {exc.orig}; check the path or "
+                "server and that it is writable"
             ) from None
 
     @contextmanager

@@ -74,6 +74,9 @@ class Job(Base):
     options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     study_name: Mapped[str | None] = mapped_column(String(256))
     device: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    #: The device class the job must run on (``cuda: NVIDIA H100 80GB HBM3``, ``cpu: MODEL, N
+    #: cores``): set at submission or by its first worker; only matching workers claim it.
+    device_class: Mapped[str | None] = mapped_column(String(512), index=True)
     fingerprint: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     space: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     recommendation: Mapped[dict[str, Any] | None] = mapped_column(JSON)
@@ -96,7 +99,10 @@ class Trial(Base):
     :class:`~autotune.store.TrialRecord` (read it back with ``TrialRecord.model_validate``)."""
 
     __tablename__ = "autotune_trials"
-    __table_args__ = (Index("ix_autotune_trials_job_key", "job_id", "config_key"),)
+    __table_args__ = (
+        Index("ix_autotune_trials_job_key", "job_id", "config_key"),
+        Index("uq_autotune_trials_job_number", "job_id", "number", unique=True),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("autotune_jobs.id", ondelete="CASCADE"))

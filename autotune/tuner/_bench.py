@@ -9,9 +9,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from autotune.errors import ConfigError, first_validation_error
+from autotune.measure import device_identity
 from autotune.runner import probe_workload, run_trial
 from autotune.space import Config, SearchSpace
-from autotune.store import Database, Job, Trial, utcnow
+from autotune.store import Database, Job, Trial, device_lock, utcnow
 from autotune.tuner._options import TuneOptions
 from autotune.tuner._record import trial_row
 from autotune.tuner._reporter import Reporter
@@ -47,7 +48,9 @@ def bench(
 ) -> Job:
     """Measure ``config`` ``repeats`` times in fresh processes; store and return the job."""
     reporter = reporter or Reporter()
-    probe = probe_workload(options.workload, options.device, options.trial_timeout_s)
+    device_key = device_identity(options.device).key
+    with device_lock(db, device_key):
+        probe = probe_workload(options.workload, options.device, options.trial_timeout_s)
     space = SearchSpace(probe.device, probe.workload)
     for name, reason in space.not_applicable.items():
         if getattr(config, name) != getattr(Config(), name):
@@ -64,11 +67,12 @@ def bench(
     reporter.phase_started("bench", repeats)
     for number in range(1, repeats + 1):
         reporter.trial_started("bench", config)
-        result = run_trial(
-            options.workload, config, options.device, plan, options.trial_timeout_s,
-            memory_budget_bytes=budget, budget_is_host_memory=not probe.device.is_cuda,
-            device_uuid=probe.device_uuid,
-        )
+        with device_lock(db, device_key):
+            result = run_trial(
+                options.workload, config, options.device, plan, options.trial_timeout_s,
+                memory_budget_bytes=budget, budget_is_host_memory=not probe.device.is_cuda,
+                device_uuid=probe.device_uuid,
+            )
         row: Trial = trial_row(job_id, number, "bench", result, None)
         with db.session(immediate=True) as session:
             session.add(row)

@@ -10,8 +10,10 @@ from typing import Any
 
 import optuna
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.errors import AutotuneError, ConfigError, NoFeasibleConfigError
+from autotune.measure import device_identity
 from autotune.recommend import (
     Confirmation,
     build_document,
@@ -30,9 +32,18 @@ from autotune.search import (
     study_name_for,
 )
 from autotune.space import Config, SearchSpace
-from autotune.store import Database, Job, Trial, TrialRecord, utcnow
+from autotune.store import (
+    Database,
+    Job,
+    Trial,
+    TrialRecord,
+    device_lock,
+    lock_owned_job,
+    next_trial_number,
+    utcnow,
+)
 from autotune.tuner._options import TuneOptions
-from autotune.tuner._record import next_trial_number, trial_row
+from autotune.tuner._record import trial_row
 from autotune.tuner._reporter import Reporter
 
 
@@ -61,7 +72,8 @@ def load_job(db: Database, job_id: int) -> Job:
     with db.session() as session:
         job = session.get(Job, job_id)
         if job is None:
-            raise AutotuneError(f"job {job_id} does not exist in {db.url}; list jobs to find it")
+            raise AutotuneError(f"job {job_id} does not exist in {db.shown_url}; list jobs to "
+                                "find it")
         session.expunge(job)
         return job
 
@@ -73,7 +85,7 @@ def _update_job(db: Database, job_id: int, owner: str | None = None, **values: A
     owner's state.
     """
     with db.session(immediate=True) as session:
-        job = session.get(Job, job_id)
+        job = session.get(Job, job_id, with_for_update=True)
         assert job is not None
         if owner is not None and job.worker_id != owner:
             return
@@ -91,8 +103,11 @@ class _JobRun:
         options: TuneOptions,
         reporter: Reporter,
         cancel: threading.Event,
+        owner: str | None = None,
     ) -> None:
         self.db = db
+        self.owner = owner
+        self.identity = device_identity(options.device)
         self.job_id = job_id
         self.options = options
         self.reporter = reporter
@@ -107,7 +122,10 @@ class _JobRun:
 
     def _probe(self) -> tuple[ProbeResult, SearchSpace]:
         options = self.options
-        probe = probe_workload(options.workload, options.device, options.trial_timeout_s)
+        with device_lock(self.db, self.identity.key, self.cancel) as held:
+            if not held:
+                raise JobCancelled
+            probe = probe_workload(options.workload, options.device, options.trial_timeout_s)
         device = probe.device
         self.budget = options.memory_budget_bytes(device.memory_bytes)
         if self.budget is not None:
@@ -156,6 +174,7 @@ class _JobRun:
                   "it is retried once",
         )
         with self.db.session(immediate=True) as session:
+            lock_owned_job(session, self.job_id, self.owner)
             row = trial_row(self.job_id, next_trial_number(session, self.job_id), phase, record,
                             optuna_number)
             row.interrupted = True
@@ -179,24 +198,29 @@ class _JobRun:
             return trial.should_prune()
 
         device = self.probe.device if self.probe else None
-        try:
-            record = run_trial(
-                self.options.workload,
-                config,
-                self.options.device,
-                self.plan,
-                self.options.trial_timeout_s,
-                memory_budget_bytes=self.budget,
-                budget_is_host_memory=not (device and device.is_cuda),
-                device_uuid=self.probe.device_uuid if self.probe else None,
-                on_progress=on_progress,
-                cancel=self.cancel,
-            )
-        except TrialCancelled:
-            return None
+        # Held for the whole trial process: another trial on this device would share it.
+        with device_lock(self.db, self.identity.key, self.cancel) as held:
+            if not held:
+                return None
+            try:
+                record = run_trial(
+                    self.options.workload,
+                    config,
+                    self.options.device,
+                    self.plan,
+                    self.options.trial_timeout_s,
+                    memory_budget_bytes=self.budget,
+                    budget_is_host_memory=not (device and device.is_cuda),
+                    device_uuid=self.probe.device_uuid if self.probe else None,
+                    on_progress=on_progress,
+                    cancel=self.cancel,
+                )
+            except TrialCancelled:
+                return None
         if record.duration_s is not None:
             self.durations.append(record.duration_s)
         with self.db.session(immediate=True) as session:
+            lock_owned_job(session, self.job_id, self.owner)
             row = trial_row(
                 self.job_id, next_trial_number(session, self.job_id), phase, record,
                 trial.number if trial is not None else None,
@@ -231,8 +255,9 @@ class _JobRun:
     def run(self) -> dict[str, Any]:
         probe, space = self._probe()
         with self.db.session(immediate=True) as session:
-            job = session.get(Job, self.job_id)
-            assert job is not None
+            job = lock_owned_job(session, self.job_id, self.owner)
+            self._check_device_class(job)
+            job.device_class = self.identity.device_class
             job.workload_name = probe.workload.name
             job.device = probe.device.model_dump()
             job.fingerprint = probe.fingerprint
@@ -255,6 +280,15 @@ class _JobRun:
         if self.cancel.is_set():
             raise JobCancelled
         return self._recommend(space, state, confirm_rows)
+
+    def _check_device_class(self, job: Job) -> None:
+        """Refuse to add measurements from other hardware to a job's measurement set."""
+        if job.device_class is not None and job.device_class != self.identity.device_class:
+            raise ConfigError(
+                f"job {job.id} runs on {job.device_class!r} but this device is "
+                f"{self.identity.device_class!r}, and measurements of different hardware must "
+                "not be ranked together; run it on a matching device or submit a new job"
+            )
 
     def _searched_records(self) -> list[TrialRecord]:
         with self.db.session() as session:
@@ -369,7 +403,7 @@ def run_job(
     _update_job(db, job_id, owner, status="running", started_at=job.started_at or utcnow(),
                 error=None, finished_at=None)
     try:
-        document = _JobRun(db, job_id, options, reporter, cancel).run()
+        document = _JobRun(db, job_id, options, reporter, cancel, owner).run()
     except JobCancelled:
         _update_job(db, job_id, owner, status="cancelled", finished_at=utcnow())
     except AutotuneError as exc:
@@ -379,6 +413,10 @@ def run_job(
     except KeyboardInterrupt:
         _update_job(db, job_id, owner, status="interrupted",
                     error="interrupted; resume with `autotune run ... --resume`")
+        raise
+    except (SQLAlchemyError, optuna.exceptions.StorageInternalError):
+        # The database went away (a restart, the network): not the job's fault. A worker puts
+        # the job back in the queue once it reconnects; nothing here can be stored reliably.
         raise
     except Exception as exc:
         _update_job(db, job_id, owner, status="failed", error=f"internal error: {exc!r}",

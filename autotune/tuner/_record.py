@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
-
 from autotune.store import Trial, TrialRecord
-
-
-def next_trial_number(session: Session, job_id: int) -> int:
-    current = session.scalar(select(func.max(Trial.number)).where(Trial.job_id == job_id))
-    return (current or 0) + 1
 
 
 def trial_row(
