@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.deps import require_token
 from api.limits import BodySizeLimit
-from api.routes import jobs, ops, system, workloads
+from api.routes import dashboard, jobs, ops, system, workloads
 from api.schemas import ErrorPublic
 from api.settings import Settings, load_settings
 from autotune import __version__
@@ -112,6 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(ops.router)
+    app.include_router(dashboard.router)
     app.add_exception_handler(AutotuneError, _autotune_error)
     app.add_exception_handler(SQLAlchemyError, _database_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
