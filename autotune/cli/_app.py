@@ -159,7 +159,7 @@ def run(
                   f"failed, {counts['skipped_infeasible']} skipped as infeasible")
     _write_json(out, document)
     console.print(f"wrote {out}")
-    console.print(report_hint(job_id, db))
+    console.print(report_hint(job_id, db), soft_wrap=True)  # one line, to copy
 
 
 @app.command("bench")

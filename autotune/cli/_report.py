@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -32,7 +33,7 @@ def report(
 
 def report_hint(job_id: int, db: str | None) -> str:
     """The command that writes a job's report, as ``autotune run`` prints it."""
-    where = f" --db {db}" if db else ""
+    where = f" --db {shlex.quote(db)}" if db else ""
     return f"see it: autotune report {job_id}{where} --out report.html"
 
 
