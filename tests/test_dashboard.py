@@ -291,3 +291,17 @@ def test_optuna_dashboard_finds_the_jobs_study(service: Service, workdir: Path) 
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_a_failed_poll_keeps_the_page_and_says_so(guarded: Service, browser: Browser) -> None:
+    """Runs last: it stops the guarded server under an open jobs list."""
+    page = browser.new_context().new_page()
+    page.goto(f"{guarded.base_url}/")
+    page.evaluate(f"sessionStorage.setItem('autotune.token', '{TOKEN}')")
+    page.reload()
+    wait_ready(page)
+    rows = page.locator("#jobs-table tbody tr").count()
+    assert rows >= 2
+    guarded.server.stop()
+    expect(page.locator("#bar-note")).to_contain_text("not updated", timeout=30_000)
+    expect(page.locator("#jobs-table tbody tr")).to_have_count(rows)

@@ -24,6 +24,7 @@ class Asset:
     media_type: str
 
 
+@cache
 def static_text(name: str) -> str:
     return files("autotune.report").joinpath("static", name).read_text(encoding="utf-8")
 

@@ -402,7 +402,7 @@
       if (!before) show("job-view");
       renderJob(data);
       ready();
-      if (RUNNING.has(data.job.status)) setTimeout(() => guard(refresh), POLL_MS);
+      if (RUNNING.has(data.job.status)) schedule(refresh);
     };
     await refresh();
   }
@@ -446,7 +446,7 @@
           <td>${esc(when(job.created_at))}</td></tr>`;
       }).join("");
       ready();
-      timer = setTimeout(() => guard(refresh), POLL_MS);
+      timer = schedule(refresh);
     };
     filter.addEventListener("change", () => {
       const url = new URL(location.href);
@@ -499,6 +499,25 @@
     }), { xaxis: { title: { text: "batch size" }, type: "log", dtick: Math.log10(2) },
           yaxis: { title: { text: "samples/s" }, rangemode: "tozero" } });
     ready();
+  }
+
+  // The next poll: one that fails keeps what is shown, says so in the bar and tries again; a
+  // 401 (the server's token changed) asks for the token.
+  function schedule(refresh) {
+    return setTimeout(async () => {
+      const note = document.getElementById("bar-note");
+      try {
+        await refresh();
+        note.textContent = "";
+      } catch (error) {
+        if (error instanceof Unauthorized) {
+          askForToken(start);
+          return;
+        }
+        note.textContent = `not updated (${error.message || error}); trying again`;
+        schedule(refresh);
+      }
+    }, POLL_MS);
   }
 
   // The page is drawn: tests wait for the attribute, the load benchmark reads the mark.
