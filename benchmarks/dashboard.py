@@ -29,6 +29,7 @@ from pathlib import Path
 
 import httpx
 from playwright.sync_api import Browser, sync_playwright
+from plotly.offline import get_plotlyjs
 
 from autotune.report import job_page_data, report_page
 from autotune.store import Database, Job, Trial, open_database, utcnow
@@ -129,7 +130,7 @@ def serve(db_url: str, directory: Path) -> Iterator[str]:
 
 
 def load_ms(browser: Browser, url: str, repeats: int, warm: bool) -> tuple[float, float]:
-    """Median load time (ms) and median table sort time (ms) over ``repeats`` loads."""
+    """Median load time (ms) and median table sort time (ms, NaN without a table)."""
     loads, sorts = [], []
     context = browser.new_context(viewport={"width": 1300, "height": 900})
     if warm:  # one load first, so that plotly.js is in this profile's cache
@@ -139,7 +140,8 @@ def load_ms(browser: Browser, url: str, repeats: int, warm: bool) -> tuple[float
         page.goto(url)
         page.wait_for_selector("body[data-ready='1']", state="attached", timeout=120_000)
         loads.append(float(page.evaluate(READY_MS_JS)))
-        sorts.append(float(page.evaluate(SORT_MS_JS)))
+        has_table = page.locator("#trials-table").count() > 0
+        sorts.append(float(page.evaluate(SORT_MS_JS)) if has_table else float("nan"))
         page.close()
     context.close()
     return statistics.median(loads), statistics.median(sorts)
@@ -167,8 +169,15 @@ def main(argv: list[str] | None = None) -> None:
                              len(page.encode()))
             reports[size][0].write_text(page, encoding="utf-8")
         database.dispose()
+        # The floor: a page that only loads plotly.js from disk and marks itself drawn.
+        floor = directory / "plotly-only.html"
+        floor.write_text(f"<!doctype html><body><script>{get_plotlyjs()}</script><script>"
+                         "performance.mark('autotune-ready'); document.body.dataset.ready = '1'"
+                         "</script></body>", encoding="utf-8")
         with sync_playwright() as playwright, serve(db_url, directory) as base:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            rows.append((0, "plotly.js alone, from disk (the floor)",
+                         load_ms(browser, floor.as_uri(), args.repeats, warm=False)))
             for size, job_id in jobs.items():
                 url = f"{base}/jobs/{job_id}"
                 rows.append((size, "service, cold cache (plotly.js fetched)",
@@ -183,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
           "page drawn (four plots and the table); `python -m benchmarks.dashboard`.\n")
     print("| trials | page | load (ms) | re-sort the table (ms) |\n|---:|---|---:|---:|")
     for size, name, (load, sort) in rows:
-        print(f"| {size} | {name} | {load:.0f} | {sort:.1f} |")
+        print(f"| {size or ''} | {name} | {load:.0f} | {'' if sort != sort else f'{sort:.1f}'} |")
     print()
     for size, (_, seconds, length) in reports.items():
         print(f"Writing the report of {size} trials: {seconds * 1000:.0f} ms, "
