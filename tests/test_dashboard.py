@@ -7,6 +7,7 @@ a worker process runs a job submitted over HTTP while the pages watch it (a runn
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -305,3 +306,19 @@ def test_a_failed_poll_keeps_the_page_and_says_so(guarded: Service, browser: Bro
     guarded.server.stop()
     expect(page.locator("#bar-note")).to_contain_text("not updated", timeout=30_000)
     expect(page.locator("#jobs-table tbody tr")).to_have_count(rows)
+
+
+def test_pages_link_their_assets_which_are_cacheable(service: Service) -> None:
+    with service.client() as client:
+        shell = client.get("/jobs/1")
+        assert shell.status_code == 200 and shell.headers["content-type"].startswith("text/html")
+        links = re.findall(r'(?:src|href)="(/assets/[^"]+)"', shell.text)
+        assert len(links) == 3, links  # plotly.js, the page's script and its stylesheet
+        for link in links:
+            answer = client.get(link)
+            assert answer.status_code == 200, link
+            assert answer.headers["cache-control"] == "public, max-age=31536000, immutable"
+        assert client.get("/assets/plotly-0.0.0.min.js").status_code == 404
+        assert client.get("/jobs/0").status_code == 422
+        # The shell holds no job data: the script reads it through /v1, with the token.
+        assert "tiny" not in shell.text

@@ -28,7 +28,7 @@ def report(
         raise ConfigError(f"--out {out}: the folder {out.parent} does not exist; create it or "
                           "write the report elsewhere")
     write_report(open_database(db), job, out)
-    console.print(f"wrote {out}: open it in a browser (it needs no network)")
+    console.print(f"wrote {out}: open it in a browser (it needs no network)", soft_wrap=True)
 
 
 def report_hint(job_id: int, db: str | None) -> str:
