@@ -107,6 +107,17 @@ def test_report_command_writes_a_page_that_draws_offline(
     expect(page.locator("#trials-table td.reason").last).to_have_text(HOSTILE_ERROR)
     expect(page.locator("#speedup")).to_contain_text(f"{data['recommendation']['speedup']:.2f}x")
     screenshot(page, tmp_path, "report.png")
+    # Sorted by throughput either way, the failed trial (no throughput) stays last.
+    heading = page.locator("#trials-table thead th", has_text="samples/s")
+    index = page.locator("#trials-table thead th").all_inner_texts().index("samples/s")
+    cells = page.locator(f"#trials-table tbody td:nth-child({index + 1})")
+    for direction in ("ascending", "descending"):
+        heading.click()
+        expect(heading).to_have_attribute("aria-sort", direction)
+        speeds = cells.all_inner_texts()
+        assert speeds[-1] == "" and all(speeds[:-1])
+        numbers = [float(v.replace(",", "")) for v in speeds[:-1]]
+        assert numbers == sorted(numbers, reverse=direction == "descending")
     context.close()
 
 

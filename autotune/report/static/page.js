@@ -111,6 +111,7 @@
       margin: { l: 70, r: 20, t: 60, b: 55 },
       legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
       hovermode: "closest",
+      uirevision: "keep", // a user's zoom survives the live updates
       font: { size: 13 },
       ...extra,
     };
@@ -339,10 +340,13 @@
   ];
   const tableState = { column: 0, ascending: true };
 
-  function compareValues(a, b) {
-    if (a == null || a === "") return b == null || b === "" ? 0 : 1; // blanks last
-    if (b == null || b === "") return -1;
-    return typeof a === "number" && typeof b === "number" ? a - b : String(a).localeCompare(String(b));
+  const blank = (value) => value == null || value === "";
+  // Blanks (a failed trial has no throughput) sort last in either direction.
+  function compareRows(a, b, ascending) {
+    if (blank(a) || blank(b)) return Number(blank(a)) - Number(blank(b));
+    const order = typeof a === "number" && typeof b === "number" ? a - b
+      : String(a).localeCompare(String(b));
+    return ascending ? order : -order;
   }
 
   function renderTable(trials) {
@@ -352,10 +356,7 @@
       + `${c.num ? ' class="num"' : ""}${i === column ? ` aria-sort="${ascending ? "ascending" : "descending"}"` : ""}`
       + `>${esc(c.label)}</th>`).join("")}</tr>`;
     const value = TRIAL_COLUMNS[column].value;
-    const rows = trials.slice().sort((a, b) => {
-      const order = compareValues(value(a), value(b));
-      return (ascending || order === 0 || value(a) == null || value(b) == null) ? order : -order;
-    });
+    const rows = trials.slice().sort((a, b) => compareRows(value(a), value(b), ascending));
     table.tBodies[0].innerHTML = rows.map((t) => `<tr>${TRIAL_COLUMNS.map((c) => {
       const v = c.value(t);
       const classes = [c.num ? "num" : "", c.cls || ""].filter(Boolean).join(" ");
