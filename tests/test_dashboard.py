@@ -7,6 +7,7 @@ a worker process runs a job submitted over HTTP while the pages watch it (a runn
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections.abc import Iterator
@@ -151,6 +152,22 @@ def test_job_page_draws_each_plot_with_one_point_per_trial(
     assert exports.strip().startswith("{") and '"batch_size"' in exports
     assert page.locator("#capacity").is_hidden()  # no profile until issue 8's search exists
     screenshot(page, tmp_path, "job-page.png")
+
+
+def test_copy_buttons_copy_the_exports(service: Service, browser: Browser) -> None:
+    recommendation = api(service, "/v1/jobs/1/recommendation")
+    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    page.goto(f"{service.base_url}/jobs/1")
+    wait_ready(page)
+    buttons = page.locator("#recommendation button[data-export]")
+    expected = [*recommendation["exports"].values(), recommendation]
+    assert buttons.count() == len(expected)
+    for index in (0, len(expected) - 1):  # the DataLoader's arguments, and the whole JSON
+        buttons.nth(index).click()
+        expect(buttons.nth(index)).to_have_text("Copied")
+        assert json.loads(page.evaluate("navigator.clipboard.readText()")) == expected[index]
+    context.close()
 
 
 def test_trial_table_sorts_and_shows_each_failure_in_the_workloads_words(
