@@ -22,7 +22,7 @@ from autotune.store import embedded_worker_slot, open_database, try_file_lock
 
 from .deps import require_token
 from .limits import BodySizeLimit, LoopbackClientsOnly
-from .routes import jobs, ops, system, workloads
+from .routes import dashboard, jobs, ops, system, workloads
 from .schemas import ErrorPublic
 from .settings import Settings, load_settings
 
@@ -126,6 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(ops.router)
+    app.include_router(dashboard.router)
     app.add_exception_handler(AutotuneError, _autotune_error)
     app.add_exception_handler(SQLAlchemyError, _database_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

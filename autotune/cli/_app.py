@@ -13,6 +13,8 @@ from pydantic import ValidationError
 from rich.console import Console
 from sqlalchemy import select
 
+from autotune.cli._report import register as register_report_command
+from autotune.cli._report import report_hint
 from autotune.cli._service import register as register_service_commands
 from autotune.errors import ConfigError, first_validation_error
 from autotune.measure import MeasurePlan
@@ -156,6 +158,7 @@ def run(
                   f"failed, {counts['skipped_infeasible']} skipped as infeasible")
     _write_json(out, document)
     console.print(f"wrote {out}")
+    console.print(report_hint(job_id, db), soft_wrap=True)  # one line, to copy
 
 
 @app.command("bench")
@@ -202,3 +205,4 @@ def workloads() -> None:
 
 
 register_service_commands(app)
+register_report_command(app)
