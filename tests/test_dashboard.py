@@ -304,8 +304,14 @@ def test_optuna_dashboard_finds_the_jobs_study(service: Service, workdir: Path) 
         assert expected in names, names
         detail = httpx.get(f"http://127.0.0.1:{port}/api/studies/{names[expected]}",
                            timeout=10).json()
-        searched = [t for t in trials_of(service, 1) if t["phase"] != "confirm"]
-        assert len(detail["trials"]) == len(searched)
+        # Every measured search trial is in the study with the throughput autotune told it. The
+        # study may hold more: a proposal that repeats a measured configuration is told too.
+        told = [value for t in detail["trials"] for value in (t.get("values") or [])]
+        measured = [t["samples_per_s"] for t in trials_of(service, 1)
+                    if t["phase"] != "confirm" and t["outcome"] == "ok" and not t["pruned"]]
+        assert measured and len(detail["trials"]) >= len(measured)
+        for value in measured:
+            assert any(abs(v - value) <= 1e-6 * value for v in told), (value, told)
     finally:
         process.terminate()
         process.wait(timeout=30)
