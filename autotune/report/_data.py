@@ -9,10 +9,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from autotune import service
-from autotune.store import Trial
+from autotune.store import Trial, TrialRecord
 
-#: Bookkeeping columns of a trial the page has no use for.
-_INTERNAL_TRIAL_COLUMNS = frozenset({"id", "job_id", "config_key", "optuna_number"})
 #: Trials read per query; a page of this size keeps memory flat for long jobs.
 _PAGE = 500
 
@@ -22,8 +20,13 @@ def _plain(value: Any) -> Any:
 
 
 def _trial(trial: Trial) -> dict[str, Any]:
-    return {column.key: _plain(getattr(trial, column.key))
-            for column in Trial.__table__.columns if column.key not in _INTERNAL_TRIAL_COLUMNS}
+    """The trial as ``/v1/jobs/{id}/trials`` gives it: its record and its place in the job."""
+    return {
+        "number": trial.number,
+        "phase": trial.phase,
+        "interrupted": trial.interrupted,
+        **TrialRecord.model_validate(trial).model_dump(mode="json"),
+    }
 
 
 def _trials(session: Session, job_id: int) -> list[dict[str, Any]]:
