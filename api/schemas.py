@@ -126,6 +126,9 @@ class TrialPublic(BaseModel):
     step_time_median_ms: float | None
     step_time_p90_ms: float | None
     data_wait_fraction: float | None
+    copy_wait_fraction: float | None = None
+    epoch_restart_s: float | None = None
+    steps_per_epoch: int | None = None
     peak_memory_bytes: int | None
     peak_memory_allocated_bytes: int | None
     peak_memory_reserved_bytes: int | None

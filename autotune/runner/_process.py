@@ -230,7 +230,7 @@ def run_trial(
     timeout_s: float,
     memory_budget_bytes: int | None = None,
     budget_is_host_memory: bool = True,
-    device_index: int | None = None,
+    device_index: int | str | None = None,
     on_progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
 ) -> TrialResult:
@@ -239,6 +239,8 @@ def run_trial(
     With ``budget_is_host_memory`` (a CPU device) the process tree is killed as ``oom`` when
     its memory passes the budget; on CUDA the budget caps the trial's device memory instead,
     so exceeding it is a real CUDA out-of-memory error.
+    ``device_index`` names the GPU for NVML: its UUID (as ``DeviceInfo.nvml_id`` gives it), or
+    an NVML ordinal.
     """
     request = {
         "mode": "trial",

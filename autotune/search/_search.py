@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
@@ -53,9 +54,39 @@ def enqueue_first_trials(study: optuna.Study, space: SearchSpace) -> None:
     if study.get_trials(deepcopy=False):
         return
     baseline, checklist = space.baseline(), space.checklist()
-    study.enqueue_trial(space.params_of(baseline), user_attrs={"phase": "baseline"})
+    study.enqueue_trial(*baseline_trial(space, baseline))
     if checklist.key() != baseline.key():
         study.enqueue_trial(space.params_of(checklist), user_attrs={"phase": "checklist"})
+
+
+#: Optuna user attribute holding the exact configuration of a trial that lies off the grid.
+EXACT_CONFIG_ATTR = "config"
+
+
+def baseline_trial(space: SearchSpace, baseline: Config) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Optuna parameters and user attributes that enqueue the baseline.
+
+    A baseline off the searched grid (batch size 12, 5 workers) is measured exactly as given;
+    Optuna, which only knows the grid, records its value at the nearest grid point.
+    """
+    attrs: dict[str, Any] = {"phase": "baseline"}
+    if space.contains(baseline):
+        return space.params_of(baseline), attrs
+    attrs[EXACT_CONFIG_ATTR] = baseline.model_dump()
+    return space.params_of(space.nearest_searched(baseline)), attrs
+
+
+def trial_config(space: SearchSpace, trial: optuna.Trial) -> Config:
+    """The configuration an Optuna trial stands for: its exact one if it has one, else the
+    one its parameters suggest."""
+    suggested = space.suggest(trial)
+    return exact_config(trial.user_attrs) or suggested
+
+
+def exact_config(user_attrs: dict[str, Any]) -> Config | None:
+    """The exact configuration stored with an off-grid trial, if there is one."""
+    exact = user_attrs.get(EXACT_CONFIG_ATTR)
+    return Config.model_validate(exact) if exact is not None else None
 
 
 def fail_interrupted_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
@@ -107,7 +138,7 @@ def run_search(
             study.enqueue_trial(space.params_of(untried), user_attrs={"phase": "search"})
             fruitless = 0
         trial = study.ask()
-        config = space.suggest(trial)
+        config = trial_config(space, trial)
         phase = str(trial.user_attrs.get("phase", "search"))
         key = config.key()
         if key in state.values:

@@ -69,7 +69,7 @@ def bench(
         result = run_trial(
             options.workload, config, options.device, plan, options.trial_timeout_s,
             memory_budget_bytes=budget, budget_is_host_memory=not probe.device.is_cuda,
-            device_index=probe.device.index,
+            device_index=probe.device.nvml_id,
         )
         row: Trial = trial_row(job_id, number, "bench", result, None, budget)
         with db.session(immediate=True) as session:

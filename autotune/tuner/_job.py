@@ -21,10 +21,14 @@ from autotune.recommend import (
 )
 from autotune.runner import ProbeResult, TrialResult, probe_workload, run_trial
 from autotune.search import (
+    EXACT_CONFIG_ATTR,
     InfeasibleSet,
     Observation,
     SearchState,
+    clearly_slow,
+    completed_values,
     enqueue_first_trials,
+    exact_config,
     fail_interrupted_trials,
     open_study,
     run_search,
@@ -141,11 +145,13 @@ class _JobRun:
                 state.infeasible.add(Config.model_validate(row.config))
         retried = {r.config_key for r in rows if r.interrupted}
         for frozen in fail_interrupted_trials(study):
-            config = space.config_from(frozen.params)
+            config = exact_config(frozen.user_attrs) or space.config_from(frozen.params)
             phase = str(frozen.user_attrs.get("phase", "search"))
             self._store_interrupted(config, phase, frozen.number)
             if config.key() not in retried and config.key() not in state.values:
-                study.enqueue_trial(frozen.params, user_attrs={"phase": phase})
+                kept = ("phase", EXACT_CONFIG_ATTR)
+                attrs = {k: v for k, v in frozen.user_attrs.items() if k in kept}
+                study.enqueue_trial(frozen.params, user_attrs=attrs)
         confirm_rows = [r for r in rows if r.phase == "confirm" and not r.interrupted]
         return state, confirm_rows
 
@@ -168,15 +174,17 @@ class _JobRun:
     ) -> Trial | None:
         """Run one trial process and store its row; None when the job was cancelled."""
         self.reporter.trial_started(phase, config)
-        reports = 0
+        # The pruning rule runs against values read now, before the trial starts: nothing
+        # reads or writes the database while a window is being timed.
+        pruning = trial is not None and self.options.prune
+        finished = completed_values(trial.study) if pruning and trial is not None else []
+        intermediate: list[float] = []
 
         def on_progress(event: dict[str, Any]) -> bool:
-            nonlocal reports
-            if trial is None or not self.options.prune:
+            if not pruning:
                 return False
-            trial.report(event["samples_per_s"], step=reports)
-            reports += 1
-            return trial.should_prune()
+            intermediate.append(event["samples_per_s"])
+            return clearly_slow(intermediate, finished)
 
         device = self.probe.device if self.probe else None
         result = run_trial(
@@ -187,12 +195,15 @@ class _JobRun:
             self.options.trial_timeout_s,
             memory_budget_bytes=self.budget,
             budget_is_host_memory=not (device and device.is_cuda),
-            device_index=device.index if device and device.is_cuda else None,
+            device_index=device.nvml_id if device else None,
             on_progress=on_progress,
             cancel=self.cancel,
         )
         if result.cancelled:
             return None
+        if trial is not None:
+            for step, value in enumerate(intermediate):
+                trial.report(value, step=step)
         self.durations.append(result.duration_s)
         with self.db.session(immediate=True) as session:
             row = trial_row(
