@@ -3,19 +3,17 @@
 from autotune.search._feasibility import InfeasibleSet, memory_pressure
 from autotune.search._pruner import RelativeToBestPruner, clearly_slow, completed_values
 from autotune.search._search import (
-    EXACT_CONFIG_ATTR,
     MeasureFn,
     Observation,
     SearchState,
     enqueue_first_trials,
-    exact_config,
     fail_interrupted_trials,
+    off_grid_baseline,
     run_search,
 )
 from autotune.search._study import make_sampler, open_study, study_name_for
 
 __all__ = [
-    "EXACT_CONFIG_ATTR",
     "InfeasibleSet",
     "MeasureFn",
     "Observation",
@@ -24,10 +22,10 @@ __all__ = [
     "clearly_slow",
     "completed_values",
     "enqueue_first_trials",
-    "exact_config",
     "fail_interrupted_trials",
     "make_sampler",
     "memory_pressure",
+    "off_grid_baseline",
     "open_study",
     "run_search",
     "study_name_for",

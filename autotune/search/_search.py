@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import optuna
 from optuna.trial import TrialState
@@ -54,39 +53,23 @@ def enqueue_first_trials(study: optuna.Study, space: SearchSpace) -> None:
     if study.get_trials(deepcopy=False):
         return
     baseline, checklist = space.baseline(), space.checklist()
-    study.enqueue_trial(*baseline_trial(space, baseline))
+    if space.contains(baseline):  # one off the grid is measured apart: see off_grid_baseline
+        study.enqueue_trial(space.params_of(baseline), user_attrs={"phase": "baseline"})
     if checklist.key() != baseline.key():
         study.enqueue_trial(space.params_of(checklist), user_attrs={"phase": "checklist"})
 
 
-#: Optuna user attribute holding the exact configuration of a trial that lies off the grid.
-EXACT_CONFIG_ATTR = "config"
+def off_grid_baseline(space: SearchSpace, state: SearchState) -> Config | None:
+    """The baseline when it lies off the searched grid and has not been measured yet.
 
-
-def baseline_trial(space: SearchSpace, baseline: Config) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Optuna parameters and user attributes that enqueue the baseline.
-
-    A baseline off the searched grid (batch size 12, 5 workers) is measured exactly as given;
-    Optuna, which only knows the grid, records its value at the nearest grid point.
+    A baseline such as batch size 12 with 5 workers is measured exactly as given, outside
+    Optuna: recording it at the nearest grid point would stop an exhaustive search from ever
+    measuring that point.
     """
-    attrs: dict[str, Any] = {"phase": "baseline"}
-    if space.contains(baseline):
-        return space.params_of(baseline), attrs
-    attrs[EXACT_CONFIG_ATTR] = baseline.model_dump()
-    return space.params_of(space.nearest_searched(baseline)), attrs
-
-
-def trial_config(space: SearchSpace, trial: optuna.Trial) -> Config:
-    """The configuration an Optuna trial stands for: its exact one if it has one, else the
-    one its parameters suggest."""
-    suggested = space.suggest(trial)
-    return exact_config(trial.user_attrs) or suggested
-
-
-def exact_config(user_attrs: dict[str, Any]) -> Config | None:
-    """The exact configuration stored with an off-grid trial, if there is one."""
-    exact = user_attrs.get(EXACT_CONFIG_ATTR)
-    return Config.model_validate(exact) if exact is not None else None
+    baseline = space.baseline()
+    if space.contains(baseline) or baseline.key() in state.values:
+        return None
+    return baseline
 
 
 def fail_interrupted_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
@@ -138,7 +121,7 @@ def run_search(
             study.enqueue_trial(space.params_of(untried), user_attrs={"phase": "search"})
             fruitless = 0
         trial = study.ask()
-        config = trial_config(space, trial)
+        config = space.suggest(trial)
         phase = str(trial.user_attrs.get("phase", "search"))
         key = config.key()
         if key in state.values:

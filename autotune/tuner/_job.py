@@ -21,15 +21,14 @@ from autotune.recommend import (
 )
 from autotune.runner import ProbeResult, TrialResult, probe_workload, run_trial
 from autotune.search import (
-    EXACT_CONFIG_ATTR,
     InfeasibleSet,
     Observation,
     SearchState,
     clearly_slow,
     completed_values,
     enqueue_first_trials,
-    exact_config,
     fail_interrupted_trials,
+    off_grid_baseline,
     open_study,
     run_search,
     study_name_for,
@@ -145,13 +144,11 @@ class _JobRun:
                 state.infeasible.add(Config.model_validate(row.config))
         retried = {r.config_key for r in rows if r.interrupted}
         for frozen in fail_interrupted_trials(study):
-            config = exact_config(frozen.user_attrs) or space.config_from(frozen.params)
+            config = space.config_from(frozen.params)
             phase = str(frozen.user_attrs.get("phase", "search"))
             self._store_interrupted(config, phase, frozen.number)
             if config.key() not in retried and config.key() not in state.values:
-                kept = ("phase", EXACT_CONFIG_ATTR)
-                attrs = {k: v for k, v in frozen.user_attrs.items() if k in kept}
-                study.enqueue_trial(frozen.params, user_attrs=attrs)
+                study.enqueue_trial(frozen.params, user_attrs={"phase": phase})
         confirm_rows = [r for r in rows if r.phase == "confirm" and not r.interrupted]
         return state, confirm_rows
 
@@ -216,7 +213,9 @@ class _JobRun:
         self.reporter.trial_finished(row)
         return row
 
-    def _search_observation(self, config: Config, phase: str, trial: optuna.Trial) -> Observation:
+    def _search_observation(
+        self, config: Config, phase: str, trial: optuna.Trial | None
+    ) -> Observation:
         row = self._measure(config, phase, trial)
         if row is None:
             return Observation(0.0, cancelled=True)
@@ -256,6 +255,12 @@ class _JobRun:
         state, confirm_rows = self._resume_state(study, space)
         enqueue_first_trials(study, space)
         self.reporter.phase_started("search", self.options.n_trials)
+        baseline = off_grid_baseline(space, state)
+        if baseline is not None:
+            observation = self._search_observation(baseline, "baseline", None)
+            if observation.cancelled:
+                raise JobCancelled
+            state.remember(baseline, observation)
         run_search(
             study, space, state, self._search_observation, self.options.n_trials,
             on_skip=self.reporter.trial_skipped, should_stop=self._out_of_time,
