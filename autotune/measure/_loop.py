@@ -105,7 +105,12 @@ def _loader_length(loader: DataLoader[Any]) -> int | None:
 
 
 class TrainingLoop:
-    """One configuration of one workload, ready to step; built inside the trial process."""
+    """One configuration of one workload, ready to step; built inside the trial process.
+
+    Each batch's wait for the loader is kept (:attr:`last_wait_s`), and the waits of the first
+    steps of every epoch (:attr:`epoch_start_waits`): until the workers have refilled their
+    queue, an epoch's start costs more than its steady state.
+    """
 
     def __init__(self, workload: Workload, config: Config, device: torch.device) -> None:
         self.workload = workload
@@ -117,21 +122,40 @@ class TrainingLoop:
         self.optimizer = workload.optimizer(self.model.parameters())
         self.loader = build_loader(workload, config, workload.dataset())
         self.steps_per_epoch = _loader_length(self.loader)
+        #: Steps at the start of an epoch whose waits make up its start cost: the batches the
+        #: workers queue (one round of ``prefetch_factor`` each), at most half an epoch.
+        self.start_steps = max(1, _startup_backlog(config))
+        if self.steps_per_epoch is not None:
+            self.start_steps = max(1, min(self.start_steps, self.steps_per_epoch // 2))
         self.clock = WaitClock()
-        #: Per epoch started: seconds from asking for its first batch to getting it, and the
-        #: part of that spent in the loader's ``next()``.
-        self.epoch_starts: list[tuple[float, float]] = []
+        #: Seconds the last batch waited for the loader (for an epoch's first batch, with the
+        #: loader's iterator creation: worker start-up), and whether it began an epoch.
+        self.last_wait_s = 0.0
+        self.last_in_epoch_start = False
+        #: Per epoch: the waits of its first :attr:`start_steps` batches.
+        self.epoch_start_waits: list[list[float]] = []
         self._epoch: Iterator[Any] = iter(())
+        self._epoch_step = 0
         # Detached losses, checked together at the end: no device synchronisation per step.
         self._losses: list[torch.Tensor] = []
 
     def next_batch(self) -> Any:
-        """The next batch on the device, starting a new epoch (timed) when one ends."""
+        """The next batch on the device, starting a new epoch when one ends."""
+        waited = self.clock.loader_s
         try:
-            return next(self._epoch)
+            batch = next(self._epoch)
+            wait = self.clock.loader_s - waited
         except StopIteration:
-            pass
-        started, waited = time.perf_counter(), self.clock.loader_s
+            batch, wait = self._first_batch()
+        self.last_wait_s = wait
+        self.last_in_epoch_start = self._epoch_step < self.start_steps
+        if self.last_in_epoch_start:
+            self.epoch_start_waits[-1].append(wait)
+        self._epoch_step += 1
+        return batch
+
+    def _first_batch(self) -> tuple[Any, float]:
+        started, copied = time.perf_counter(), self.clock.copy_s
         self._epoch = self.training.batches(self.loader, self.clock)
         try:
             batch = next(self._epoch)
@@ -139,8 +163,9 @@ class TrainingLoop:
             raise RuntimeError(
                 "the DataLoader yields no batch: the dataset is smaller than batch_size"
             ) from None
-        self.epoch_starts.append((time.perf_counter() - started, self.clock.loader_s - waited))
-        return batch
+        self._epoch_step = 0
+        self.epoch_start_waits.append([])
+        return batch, time.perf_counter() - started - (self.clock.copy_s - copied)
 
     def start_new_epoch(self) -> None:
         """End the current epoch early: the next batch starts a new one."""
@@ -211,10 +236,9 @@ def warm_up(loop: TrainingLoop, plan: MeasurePlan) -> int:
     started = time.perf_counter()
     while True:
         step_started = time.perf_counter()
-        waited = loop.clock.loader_s
         loop.step(loop.next_batch())
         steps.append(time.perf_counter() - step_started)
-        waits.append(loop.clock.loader_s - waited)
+        waits.append(loop.last_wait_s)
         if len(steps) < minimum:
             continue
         if _settled(waits, steps, span) or time.perf_counter() - started > plan.max_warmup_s:
@@ -222,15 +246,22 @@ def warm_up(loop: TrainingLoop, plan: MeasurePlan) -> int:
 
 
 def _epoch_restart_s(loop: TrainingLoop, ordinary_wait_s: float) -> float:
-    """What starting an epoch costs beyond an ordinary batch's wait.
+    """What starting an epoch costs beyond its batches' ordinary waits.
 
-    The very first epoch start (cold: imports, first touch of the data) is not counted. When
-    no later epoch has started, one is started on purpose once the window is over.
+    The excess wait over an epoch's first steps, median over the epochs started after the very
+    first (which is cold: imports, first touch of the data). When no later epoch has started
+    completely, one is started on purpose once the window is over.
     """
-    if len(loop.epoch_starts) < 2:
+    def complete(groups: list[list[float]]) -> list[list[float]]:
+        return [g for g in groups if len(g) == loop.start_steps]
+
+    if not complete(loop.epoch_start_waits[1:]):
         loop.start_new_epoch()
-        loop.next_batch()
-    return max(0.0, statistics.median(wall for wall, _ in loop.epoch_starts[1:]) - ordinary_wait_s)
+        for _ in range(loop.start_steps):
+            loop.step(loop.next_batch())
+        loop.synchronize()
+    excess = [sum(g) - len(g) * ordinary_wait_s for g in complete(loop.epoch_start_waits[1:])]
+    return max(0.0, statistics.median(excess))
 
 
 class _DeviceTimer:
@@ -280,15 +311,18 @@ def measure(
     if progress is not None:
         progress({"event": "warmed_up", "warmup_steps": warmup})
 
-    epochs_before = len(loop.epoch_starts)
     device_timer = _DeviceTimer(device)
     host_steps: list[float] = []
-    loader_before, copy_before = loop.clock.loader_s, loop.clock.copy_s
+    waits: list[float] = []
+    in_epoch_start: list[bool] = []
+    copy_before = loop.clock.copy_s
     samples = 0
     start = time.perf_counter()
     last_report = previous = start
     while True:
         batch = loop.next_batch()
+        waits.append(loop.last_wait_s)
+        in_epoch_start.append(loop.last_in_epoch_start)
         started = device_timer.start()
         samples += loop.step(batch)
         device_timer.stop(started)
@@ -306,23 +340,22 @@ def measure(
     window = time.perf_counter() - start
     loop.check_finite()
     steps = len(host_steps)
-    loader_wait = loop.clock.loader_s - loader_before
     copy_wait = loop.clock.copy_s - copy_before
 
-    # Epoch starts inside the window are replaced by an ordinary step's wait plus the restart
-    # cost amortised over an epoch, so a window that happens to hold one (or none) reports what
-    # a run of whole epochs sees.
-    in_window = loop.epoch_starts[epochs_before:]
-    ordinary_wait = (loader_wait - sum(w for _, w in in_window)) / max(1, steps - len(in_window))
-    effective = window - sum(wall for wall, _ in in_window) + len(in_window) * ordinary_wait
+    # The steps of an epoch's start that fell in the window are counted at an ordinary step's
+    # wait, and the start's extra cost is amortised over a whole epoch instead: a window that
+    # happens to hold an epoch start (or none) reports what a run of whole epochs sees.
+    ordinary = [w for w, starting in zip(waits, in_epoch_start, strict=True) if not starting]
+    ordinary_wait = statistics.fmean(ordinary) if ordinary else statistics.fmean(waits)
+    start_excess = sum(w - ordinary_wait
+                       for w, starting in zip(waits, in_epoch_start, strict=True) if starting)
     restart_s: float | None = None
-    waited = ordinary_wait * steps
+    effective, waited = window, sum(waits)
     if loop.steps_per_epoch is not None:
         restart_s = _epoch_restart_s(loop, ordinary_wait)
-        effective += restart_s * steps / loop.steps_per_epoch
-        waited += restart_s * steps / loop.steps_per_epoch
-    elif in_window:  # no epoch length to amortise over: keep the starts the window saw
-        effective, waited = window, loader_wait
+        amortised = restart_s * steps / loop.steps_per_epoch
+        effective += amortised - start_excess
+        waited += amortised - start_excess
     step_times = device_timer.step_times_s() or host_steps
     cuda = device.type == "cuda"
     return WindowMetrics(

@@ -1,4 +1,4 @@
-"""An input-bound workload: every sample read sleeps 5 ms; the model is a tiny linear layer."""
+"""An input-bound workload: every sample read sleeps 20 ms; the model is a tiny linear layer."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from torch.utils.data import Dataset
 
 from autotune.workload._contract import Workload
 
-NUM_SAMPLES = 512
-READ_LATENCY_S = 0.005
+NUM_SAMPLES = 256
+READ_LATENCY_S = 0.02
 
 
 class SleepyDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
