@@ -40,7 +40,7 @@ class MeasurePlan:
     min_seconds: float = 3.0
     progress_interval_s: float = 0.5
     seed: int = 0
-    max_warmup_s: float = 10.0
+    max_warmup_s: float = 5.0
 
 
 @dataclass
@@ -122,11 +122,12 @@ class TrainingLoop:
         self.optimizer = workload.optimizer(self.model.parameters())
         self.loader = build_loader(workload, config, workload.dataset())
         self.steps_per_epoch = _loader_length(self.loader)
-        #: Steps at the start of an epoch whose waits make up its start cost: the batches the
-        #: workers queue (one round of ``prefetch_factor`` each), at most half an epoch.
-        self.start_steps = max(1, _startup_backlog(config))
+        #: Steps at the start of an epoch whose waits make up its start cost: one batch from
+        #: each worker (after that round the workers are in their steady rhythm), at most a
+        #: quarter of an epoch.
+        self.start_steps = max(1, config.num_workers)
         if self.steps_per_epoch is not None:
-            self.start_steps = max(1, min(self.start_steps, self.steps_per_epoch // 2))
+            self.start_steps = max(1, min(self.start_steps, self.steps_per_epoch // 4))
         self.clock = WaitClock()
         #: Seconds the last batch waited for the loader (for an epoch's first batch, with the
         #: loader's iterator creation: worker start-up), and whether it began an epoch.
@@ -234,15 +235,19 @@ def warm_up(loop: TrainingLoop, plan: MeasurePlan) -> int:
     waits: list[float] = []
     steps: list[float] = []
     started = time.perf_counter()
+    total = 0
     while True:
         step_started = time.perf_counter()
         loop.step(loop.next_batch())
+        total += 1
+        if loop.last_in_epoch_start:  # an epoch's start is not its steady state
+            continue
         steps.append(time.perf_counter() - step_started)
         waits.append(loop.last_wait_s)
         if len(steps) < minimum:
             continue
         if _settled(waits, steps, span) or time.perf_counter() - started > plan.max_warmup_s:
-            return len(steps)
+            return total
 
 
 def _epoch_restart_s(loop: TrainingLoop, ordinary_wait_s: float) -> float:
