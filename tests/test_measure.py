@@ -24,8 +24,9 @@ from autotune.space import Config, DeviceInfo
 from autotune.workload import load_workload
 
 PLAN = MeasurePlan(warmup_steps=1, min_steps=5, min_seconds=0.5)
-GPU = DeviceInfo(type="cuda", name="A100", memory_bytes=40 * 2**30, index=0,
-                 uuid="GPU-5e1f0c3a-8f8e-4b0e-9d1e-2a6c0b7d9e11", compute_capability=(8, 0))
+GPU_UUID = "GPU-5e1f0c3a-8f8e-4b0e-9d1e-2a6c0b7d9e11"
+GPU = DeviceInfo(type="cuda", name="A100", memory_bytes=40 * 2**30, index=0, uuid=GPU_UUID,
+                 compute_capability=(8, 0))
 cuda = pytest.mark.cuda
 
 
@@ -142,8 +143,8 @@ class _TwoGpuNvml:
     the ``cuda``-marked test below.)"""
 
     def __init__(self) -> None:
-        self.busy_percent = {GPU.uuid: 73, "GPU-other": 5}
-        self.by_index = ["GPU-other", GPU.uuid]
+        self.busy_percent = {GPU_UUID: 73, "GPU-other": 5}
+        self.by_index = ["GPU-other", GPU_UUID]
 
     def nvmlDeviceGetHandleByUUID(self, uuid: bytes) -> str:  # noqa: N802 - NVML's name
         name = uuid.decode()

@@ -18,7 +18,10 @@ from autotune.space._knobs import KNOBS, amp_modes, default_max_workers
 _TRUE_WORDS = {"true", "yes", "on", "1"}
 _FALSE_WORDS = {"false", "no", "off", "0"}
 _NULL_WORDS = {"null", "none", "default"}
-#: A batch size is searched only if an epoch holds at least this many batches of it.
+#: A batch size is searched only if an epoch holds at least this many batches of it. Seeing an
+#: epoch boundary no longer needs it (the measurement starts one and amortises its cost); it
+#: stays because warm-up leaves out each epoch's first quarter, and a user with so small a
+#: dataset would not train with larger batches either.
 MIN_STEPS_PER_EPOCH = 8
 _NUMERIC_KNOBS = ("batch_size", "num_workers", "prefetch_factor")
 
@@ -165,11 +168,7 @@ class SearchSpace:
     # -- building the value lists -------------------------------------------------------------
 
     def _batch_upper_bound(self) -> int:
-        """Batches stay below 1/MIN_STEPS_PER_EPOCH of a map-style dataset.
-
-        Bigger batches leave too few steps per epoch to measure a steady state, and a user with
-        such a small dataset would not train with them either.
-        """
+        """Searched batches stay below 1/MIN_STEPS_PER_EPOCH of a map-style dataset."""
         length = self.workload.dataset_length
         if length is None:
             return 1 << 30
@@ -359,7 +358,9 @@ class SearchSpace:
         PyTorch's defaults with the workload's batch size.
 
         A fixed knob holds the baseline too unless ``--baseline`` names it; a knob that cannot
-        change anything on this device keeps its default.
+        change anything on this device keeps its default; with ``--effective-batch``, a batch
+        size that does not divide it moves to the nearest one that does, since every trial
+        holds the effective batch.
         """
         wanted: dict[str, Any] = {name: KNOBS[name].default for name in KNOBS}
         wanted["batch_size"] = self.workload.batch_size
