@@ -112,8 +112,8 @@ def _grid_value(name: str, raw: Any, option: str) -> Any:
     value = coerce_knob_value(name, raw, option)
     if name == "batch_size" and value % 8:
         below = max(8, value // 8 * 8)
-        raise ConfigError(f"{option} batch_size={raw!r}: searched batch sizes are multiples of "
-                          f"8 and {value} is not; use {below} or {below + 8}")
+        raise ConfigError(f"{option} batch_size={raw!r}: {value} is not a multiple of 8, "
+                          f"which every searched batch size is; use {below} or {below + 8}")
     return value
 
 
