@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks._settings import FULL, SMOKE
-from benchmarks._suite import run_suite
+from benchmarks._suite import run_quality_only, run_suite
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "RESULTS.md"
 
@@ -26,12 +26,18 @@ def main(argv: list[str] | None = None) -> None:
                              "full run, a file in the temporary folder for --smoke)")
     parser.add_argument("--workload", action="append", default=None,
                         help="only this built-in workload (repeatable; default: all)")
+    parser.add_argument("--only-quality", action="store_true",
+                        help="re-measure section 3 alone (runner against a plain loop) on the "
+                             "committed picks and replace it in the report")
     args = parser.parse_args(argv)
     settings = SMOKE if args.smoke else FULL
     output = args.output or (
         Path(tempfile.gettempdir()) / "autotune-benchmarks-smoke.md" if args.smoke
         else DEFAULT_OUTPUT
     )
+    if args.only_quality:
+        print(run_quality_only(settings, output, args.workload))
+        return
     print(run_suite(settings, output, args.workload))
 
 

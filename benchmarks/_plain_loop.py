@@ -10,8 +10,12 @@ Two modes:
 - ``memory``: a few batches are built once before timing and cycled, already on the device,
   with no loader at all: the throughput the model alone allows (section 5's limit).
 
-The timed window follows the same rule as autotune's plan (warm-up steps first, then at least
-``min_steps`` steps and ``min_seconds`` seconds), so the two numbers answer the same question.
+The ``loader`` mode times what a training run sees: whole epochs, each starting its loader
+iterator as a run does (worker start-up included when workers are not persistent), after one
+whole epoch of warm-up, and as many epochs as it takes to pass ``min_steps`` steps and
+``min_seconds`` seconds. autotune's runner times a shorter window and amortises the epoch start
+it measures over the epoch's length; this loop is the reference it must agree with. The
+``memory`` mode has no epochs: warm-up steps, then the plan's window.
 """
 
 from __future__ import annotations
@@ -92,15 +96,20 @@ def main() -> None:
         optimizer.zero_grad(set_to_none=True)
         return int(inputs.shape[0])
 
-    for _ in range(max(plan["warmup_steps"], config["num_workers"] + 1)):
-        step()
+    if mode == "memory":
+        for _ in range(max(plan["warmup_steps"], config["num_workers"] + 1)):
+            step()
+    else:
+        for _ in range(len(loader)):  # one whole epoch of warm-up
+            step()
     samples, steps = 0, 0
     start = time.perf_counter()
     while True:
         samples += step()
         steps += 1
         elapsed = time.perf_counter() - start
-        if steps >= plan["min_steps"] and elapsed >= plan["min_seconds"]:
+        whole_epochs = mode == "memory" or steps % len(loader) == 0
+        if whole_epochs and steps >= plan["min_steps"] and elapsed >= plan["min_seconds"]:
             break
     print(json.dumps({"outcome": "ok", "samples_per_s": samples / elapsed, "window_s": elapsed,
                       "steps": steps}), flush=True)

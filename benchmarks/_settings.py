@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.measure import MeasurePlan
+from autotune.space import Config
 
 
 @dataclass(frozen=True)
@@ -106,3 +107,12 @@ SMOKE = SuiteSettings(
     growth_budgets=(1,),
     notes=("Smoke run: tiny windows and one round; its figures check the plumbing, not speed.",),
 )
+
+
+#: The tuner's picks in the committed full run (RESULTS.md, section 1): what
+#: ``--only-quality`` re-measures when section 3 is refreshed on its own.
+COMMITTED_PICKS: dict[str, Config] = {
+    "slow-storage": Config(batch_size=128, num_workers=8),
+    "image-cnn": Config(batch_size=128, amp="bf16"),
+    "text-transformer": Config(batch_size=64, num_workers=2, amp="bf16"),
+}

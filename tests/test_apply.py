@@ -238,7 +238,7 @@ def test_config_missing_a_knob(document: dict[str, Any]) -> None:
 
 
 def test_config_invalid_knob_value(document: dict[str, Any]) -> None:
-    document["baseline"]["config"]["batch_size"] = 12
+    document["baseline"]["config"]["batch_size"] = 0
     with pytest.raises(ConfigError, match=r"baseline\.config\.batch_size is invalid"):
         load_recommendation(document)
 

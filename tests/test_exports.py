@@ -79,6 +79,15 @@ def test_hf_training_arguments_on_cuda() -> None:
     }
 
 
+@pytest.mark.parametrize(("tf32", "expected"), [(None, None), (True, True), (False, False)])
+def test_unset_tf32_is_left_to_pytorch_in_the_exports(tf32: bool | None,
+                                                      expected: bool | None) -> None:
+    # A recommendation that never set TF32 must not turn it on or off in the user's trainer.
+    hf = exports(Config(tf32=tf32), CUDA)["hf_training_arguments"]
+    assert hf.get("tf32") is expected
+    assert ("tf32" in hf) is (tf32 is not None)
+
+
 def test_hf_training_arguments_on_cpu() -> None:
     hf = exports(Config(batch_size=32, tf32=True), CPU)["hf_training_arguments"]
     assert hf["use_cpu"] is True

@@ -366,3 +366,15 @@ def test_pruner_waits_for_min_reports() -> None:
     assert not should_prune(study, [])
     assert not should_prune(study, [1.0])
     assert should_prune(study, [1.0, 1.0])
+
+
+def test_pruning_rule_runs_on_values_in_memory() -> None:
+    # The tuner reads the finished values before a trial starts and applies this rule to the
+    # trial's progress reports in memory: no storage is touched while a window is timed.
+    from autotune.search import clearly_slow
+
+    finished = [100.0, 120.0, 90.0]
+    assert clearly_slow([40.0, 45.0], finished)
+    assert not clearly_slow([40.0, 65.0], finished)  # the latest report decides
+    assert not clearly_slow([10.0], finished)  # one report is too few to judge
+    assert not clearly_slow([10.0, 10.0], finished[:2])  # too few finished trials

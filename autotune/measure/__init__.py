@@ -1,4 +1,4 @@
-"""Inside a trial: the timed training loop, host memory, NVML, and the fingerprint."""
+"""Inside a trial: the training step, the timed loop, host memory, NVML, the fingerprint."""
 
 from autotune.measure._batches import DevicePrefetcher, to_device
 from autotune.measure._fingerprint import (
@@ -15,13 +15,18 @@ from autotune.measure._loop import (
     NonFiniteLoss,
     TrainingLoop,
     WindowMetrics,
-    apply_backend_flags,
-    autocast_dtype,
     build_loader,
     input_batch_ndim,
     measure,
 )
 from autotune.measure._nvml import UtilizationSampler, nvml_devices
+from autotune.measure._step import (
+    TrainingStep,
+    WaitClock,
+    apply_backend_flags,
+    autocast_dtype,
+    set_tf32,
+)
 
 __all__ = [
     "DeviceIdentity",
@@ -29,8 +34,10 @@ __all__ = [
     "MeasurePlan",
     "NonFiniteLoss",
     "TrainingLoop",
+    "TrainingStep",
     "TreeMemorySampler",
     "UtilizationSampler",
+    "WaitClock",
     "WindowMetrics",
     "apply_backend_flags",
     "autocast_dtype",
@@ -43,6 +50,7 @@ __all__ = [
     "measure",
     "nvml_devices",
     "resolve_device",
+    "set_tf32",
     "to_device",
     "tree_memory_bytes",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -47,33 +47,6 @@ def to_device(batch: Any, device: torch.device, channels_last: bool, non_blockin
         return tensor
 
     return map_tensors(batch, move)
-
-
-class EndlessBatches:
-    """Batches from a DataLoader, epoch after epoch, as a training run sees them.
-
-    Re-creating the iterator at each epoch boundary is part of what is measured: it is what
-    ``persistent_workers`` saves.
-    """
-
-    def __init__(self, loader: Iterable[Any]) -> None:
-        self._loader = loader
-        self._iterator: Iterator[Any] = iter(loader)
-
-    def __iter__(self) -> Iterator[Any]:
-        return self
-
-    def __next__(self) -> Any:
-        try:
-            return next(self._iterator)
-        except StopIteration:
-            self._iterator = iter(self._loader)
-            try:
-                return next(self._iterator)
-            except StopIteration:
-                raise RuntimeError(
-                    "the DataLoader yields no batch: the dataset is smaller than batch_size"
-                ) from None
 
 
 class DevicePrefetcher:

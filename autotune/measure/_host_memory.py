@@ -10,11 +10,14 @@ from collections.abc import Callable
 
 import psutil
 
-#: The sampler may spend at most this share of its thread's time reading memory; reading PSS
-#: walks every page table of every process (tens of ms for a few torch processes), and on a
-#: small machine an eager sampler would slow the very trial it measures.
-MAX_SAMPLING_SHARE = 0.1
-MIN_INTERVAL_S = 0.05
+#: The sampler may spend at most this share of one core reading memory. Reading PSS walks every
+#: page table of every process (tens of ms for a few torch processes): on a two-core machine an
+#: eager sampler takes a visible share of the trial it measures (benchmarks section 3).
+MAX_SAMPLING_SHARE = 0.02
+MIN_INTERVAL_S = 0.25
+#: How often the list of the tree's processes is walked again (listing /proc costs more than
+#: reading a few processes' memory); DataLoader workers appear at epoch starts.
+PROCESS_LIST_TTL_S = 2.0
 
 
 def process_pss_bytes(pid: int) -> int:
@@ -35,25 +38,31 @@ def process_pss_bytes(pid: int) -> int:
         return 0
 
 
-def tree_memory_bytes(root_pid: int) -> int:
-    """PSS summed over a process and its descendants.
+def tree_pids(root_pid: int) -> list[int]:
+    """The process and its descendants (empty when it is gone)."""
+    try:
+        root = psutil.Process(root_pid)
+        return [root_pid, *(child.pid for child in root.children(recursive=True))]
+    except psutil.Error:
+        return []
+
+
+def tree_memory_bytes(root_pid: int, pids: list[int] | None = None) -> int:
+    """PSS summed over a process and its descendants (or the given ``pids`` of that tree).
 
     PSS splits each shared page between the processes mapping it, so DataLoader workers that
     share the parent's pages after ``fork`` are not counted twice.
     """
-    try:
-        root = psutil.Process(root_pid)
-        pids = [root_pid, *(child.pid for child in root.children(recursive=True))]
-    except psutil.Error:
-        return 0
-    return sum(process_pss_bytes(pid) for pid in pids)
+    return sum(process_pss_bytes(pid) for pid in (pids if pids is not None
+                                                    else tree_pids(root_pid)))
 
 
 class TreeMemorySampler:
     """Samples :func:`tree_memory_bytes` in a thread; keeps the peak; can enforce a budget.
 
-    The thread runs at the lowest priority and waits between samples ten times as long as a
-    sample takes, so it costs the measured trial at most ~10% of one core.
+    The thread runs at the lowest priority, waits between samples fifty times as long as a
+    sample takes (at least :data:`MIN_INTERVAL_S`), and lists the tree's processes again only
+    every :data:`PROCESS_LIST_TTL_S`, so it costs the measured trial about 2% of one core.
     """
 
     def __init__(
@@ -69,15 +78,21 @@ class TreeMemorySampler:
         self.extra_sample = extra_sample
         self.peak_bytes = 0
         self.samples = 0
+        #: Seconds the thread spent sampling, to check what it costs.
+        self.busy_s = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tree-memory", daemon=True)
 
     def _run(self) -> None:
         with contextlib.suppress(OSError, AttributeError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        pids: list[int] = []
+        listed_at = float("-inf")
         while not self._stop.is_set():
             started = time.perf_counter()
-            used = tree_memory_bytes(self.root_pid)
+            if started - listed_at >= PROCESS_LIST_TTL_S:
+                pids, listed_at = tree_pids(self.root_pid), started
+            used = tree_memory_bytes(self.root_pid, pids)
             self.samples += 1
             self.peak_bytes = max(self.peak_bytes, used)
             if self.extra_sample is not None:
@@ -87,6 +102,7 @@ class TreeMemorySampler:
                 self.on_over_budget(used)
                 return
             cost = time.perf_counter() - started
+            self.busy_s += cost
             self._stop.wait(max(MIN_INTERVAL_S, cost / MAX_SAMPLING_SHARE))
 
     def __enter__(self) -> TreeMemorySampler:

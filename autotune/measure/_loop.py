@@ -1,8 +1,13 @@
-"""The measured training loop: warm-up, a timed window, and what the window saw."""
+"""The measured training loop: warm-up until steady, a timed window, and what the window saw.
+
+The step itself (batches on the device, autocast, backward) is :class:`TrainingStep`, the same
+code ``load_recommendation`` hands users. What this module adds is only timing: two clock reads
+per step, the loader's ``next()`` timed apart from the copy to the device, and on CUDA two
+events per step for the device's own step time, read once the window is over.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -12,13 +17,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from autotune.measure._batches import (
-    DevicePrefetcher,
-    EndlessBatches,
-    batch_size_of,
-    first_tensor,
-    to_device,
-)
+from autotune.measure._batches import batch_size_of, first_tensor
+from autotune.measure._step import TrainingStep, WaitClock
 from autotune.space import Config
 from autotune.workload import Workload
 
@@ -29,8 +29,10 @@ ProgressSink = Callable[[dict[str, Any]], None]
 class MeasurePlan:
     """How long to warm up and to measure.
 
-    The timed window is the longer of ``min_steps`` and ``min_seconds``; warm-up lasts at least
-    ``warmup_steps`` and until every loader worker has delivered a batch.
+    The timed window is the longer of ``min_steps`` and ``min_seconds``. Warm-up lasts at least
+    ``warmup_steps`` and one step per loader worker plus one, then until the batches the
+    workers prefetched at start-up are used up and the wait for data has settled (or
+    ``max_warmup_s`` has passed).
     """
 
     warmup_steps: int = 3
@@ -38,17 +40,28 @@ class MeasurePlan:
     min_seconds: float = 3.0
     progress_interval_s: float = 0.5
     seed: int = 0
+    max_warmup_s: float = 5.0
 
 
 @dataclass
 class WindowMetrics:
+    #: Samples per second over the window, with the epoch restart cost amortised over an epoch.
     samples_per_s: float
+    #: Step time: on CUDA the device's (CUDA events around each step), elsewhere the host's.
     step_time_median_ms: float
     step_time_p90_ms: float
+    #: Share of the window spent inside the DataLoader's ``next()``, nothing else.
     data_wait_fraction: float
+    #: Share of the window the host spent copying batches to the device (on CUDA, including
+    #: any wait for the device that a pageable copy implies); 0 on a CPU.
+    copy_wait_fraction: float
     steps: int
     warmup_steps: int
     window_s: float
+    #: Seconds to get the first batch of a new epoch beyond a normal batch's wait (worker
+    #: start-up when ``persistent_workers`` is off), and the epoch length it is amortised over.
+    epoch_restart_s: float | None
+    steps_per_epoch: int | None
     losses_finite: bool
     peak_memory_allocated_bytes: int | None
     peak_memory_reserved_bytes: int | None
@@ -78,82 +91,96 @@ def build_loader(workload: Workload, config: Config, dataset: Any) -> DataLoader
     return DataLoader(dataset, **kwargs)
 
 
-def autocast_dtype(config: Config) -> torch.dtype | None:
-    return {"off": None, "fp16": torch.float16, "bf16": torch.bfloat16}[config.amp]
-
-
-def apply_backend_flags(config: Config, device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = config.cudnn_benchmark
-        torch.backends.cuda.matmul.allow_tf32 = config.tf32
-        torch.backends.cudnn.allow_tf32 = config.tf32
-
-
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
     return ordered[index]
 
 
+def _loader_length(loader: DataLoader[Any]) -> int | None:
+    try:
+        return len(loader) or None
+    except TypeError:  # an iterable dataset without __len__
+        return None
+
+
 class TrainingLoop:
-    """One configuration of one workload, ready to step; built inside the trial process."""
+    """One configuration of one workload, ready to step; built inside the trial process.
+
+    Each batch's wait for the loader is kept (:attr:`last_wait_s`), and the waits of the first
+    steps of every epoch (:attr:`epoch_start_waits`): until the workers have refilled their
+    queue, an epoch's start costs more than its steady state.
+    """
 
     def __init__(self, workload: Workload, config: Config, device: torch.device) -> None:
         self.workload = workload
         self.config = config
         self.device = device
-        apply_backend_flags(config, device)
-        model = workload.model().to(device)
-        if config.channels_last:
-            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-        model.train()
-        self.model = model
-        self.optimizer = workload.optimizer(model.parameters())
-        self.scaler = torch.amp.GradScaler(device.type) if config.amp == "fp16" else None
-        self.dtype = autocast_dtype(config)
+        self.training = TrainingStep(config, device)
+        self.model = self.training.prepare_model(workload.model())
+        self.model.train()
+        self.optimizer = workload.optimizer(self.model.parameters())
         self.loader = build_loader(workload, config, workload.dataset())
-        host_batches: Iterator[Any] = EndlessBatches(self.loader)
-        self.prefetching = config.device_prefetch and device.type == "cuda"
-        self.batches: Iterator[Any] = (
-            DevicePrefetcher(host_batches, device, config.channels_last)
-            if self.prefetching else host_batches
-        )
-        # Accumulated on the device so checking finiteness adds no synchronisation per step.
-        self.all_finite = torch.ones((), dtype=torch.bool, device=device)
-        self._micro_step = 0
+        self.steps_per_epoch = _loader_length(self.loader)
+        #: Steps at the start of an epoch whose waits make up its start cost: one batch from
+        #: each worker (after that round the workers are in their steady rhythm), at most a
+        #: quarter of an epoch.
+        self.start_steps = max(1, config.num_workers)
+        if self.steps_per_epoch is not None:
+            self.start_steps = max(1, min(self.start_steps, self.steps_per_epoch // 4))
+        self.clock = WaitClock()
+        #: Seconds the last batch waited for the loader (for an epoch's first batch, with the
+        #: loader's iterator creation: worker start-up), and whether it began an epoch.
+        self.last_wait_s = 0.0
+        self.last_in_epoch_start = False
+        #: Per epoch: the waits of its first :attr:`start_steps` batches.
+        self.epoch_start_waits: list[list[float]] = []
+        self._epoch: Iterator[Any] = iter(())
+        self._epoch_step = 0
+        # Detached losses, checked together at the end: no device synchronisation per step.
+        self._losses: list[torch.Tensor] = []
 
     def next_batch(self) -> Any:
-        batch = next(self.batches)
-        if self.prefetching:
-            return batch
-        return to_device(batch, self.device, self.config.channels_last, self.config.pin_memory)
+        """The next batch on the device, starting a new epoch when one ends."""
+        waited = self.clock.loader_s
+        try:
+            batch = next(self._epoch)
+            wait = self.clock.loader_s - waited
+        except StopIteration:
+            batch, wait = self._first_batch()
+        self.last_wait_s = wait
+        self.last_in_epoch_start = self._epoch_step < self.start_steps
+        if self.last_in_epoch_start:
+            self.epoch_start_waits[-1].append(wait)
+        self._epoch_step += 1
+        return batch
+
+    def _first_batch(self) -> tuple[Any, float]:
+        started, copied = time.perf_counter(), self.clock.copy_s
+        self._epoch = self.training.batches(self.loader, self.clock)
+        try:
+            batch = next(self._epoch)
+        except StopIteration:
+            raise RuntimeError(
+                "the DataLoader yields no batch: the dataset is smaller than batch_size"
+            ) from None
+        self._epoch_step = 0
+        self.epoch_start_waits.append([])
+        return batch, time.perf_counter() - started - (self.clock.copy_s - copied)
+
+    def start_new_epoch(self) -> None:
+        """End the current epoch early: the next batch starts a new one."""
+        self._epoch = iter(())
 
     def step(self, batch: Any) -> int:
         """One micro-step (forward, backward, optimizer on accumulation boundaries)."""
         inputs, target = batch[0], batch[1]
         if self.workload.device_transform is not None:
             inputs = self.workload.device_transform(inputs)
-        autocast = (
-            torch.autocast(self.device.type, dtype=self.dtype)
-            if self.dtype is not None else contextlib.nullcontext()
-        )
-        with autocast:
-            output = self.model(inputs)
-            loss = self.workload.loss(output, target)
-        self.all_finite &= torch.isfinite(loss.detach()).all()
-        scaled = loss / self.config.grad_accum_steps
-        if self.scaler is not None:
-            self.scaler.scale(scaled).backward()
-        else:
-            scaled.backward()
-        self._micro_step += 1
-        if self._micro_step % self.config.grad_accum_steps == 0:
-            if self.scaler is not None:
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
-            else:
-                self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
+        with self.training.autocast():
+            loss = self.workload.loss(self.model(inputs), target)
+        self._losses.append(loss.detach())
+        self.training.backward(loss, self.optimizer)
         return batch_size_of(batch)
 
     def synchronize(self) -> None:
@@ -161,7 +188,8 @@ class TrainingLoop:
             torch.cuda.synchronize(self.device)
 
     def check_finite(self) -> None:
-        if not bool(self.all_finite.item()):
+        losses, self._losses = self._losses, []
+        if losses and not bool(torch.isfinite(torch.stack(losses).float()).all()):
             raise NonFiniteLoss("the loss became NaN or infinite")
 
 
@@ -176,6 +204,95 @@ def input_batch_ndim(workload: Workload, dataset: Any) -> int:
         return int(tensor.dim()) if tensor is not None else 0
     tensor = first_tensor(inputs)
     return int(tensor.dim()) + 1 if tensor is not None else 0
+
+
+def _startup_backlog(config: Config) -> int:
+    """Batches the workers queue before the first step: each holds ``prefetch_factor``."""
+    normalized = config.normalized()
+    return normalized.num_workers * (normalized.prefetch_factor or 0)
+
+
+def _settled(waits: list[float], steps: list[float], span: int) -> bool:
+    """The wait for data over the last ``span`` steps matches the ``span`` before them, within
+    a tenth of a step (or a millisecond)."""
+    if len(waits) < 2 * span:
+        return False
+    recent = statistics.fmean(waits[-span:])
+    before = statistics.fmean(waits[-2 * span:-span])
+    tolerance = max(1e-3, 0.1 * statistics.fmean(steps[-2 * span:]))
+    return abs(recent - before) <= tolerance
+
+
+def warm_up(loop: TrainingLoop, plan: MeasurePlan) -> int:
+    """Step until the start-up backlog is used up and the data wait has settled.
+
+    While the workers' first prefetched batches last, a step waits less than it will in steady
+    state; a fixed count of warm-up steps would time that backlog as if it were throughput.
+    """
+    config = loop.config
+    minimum = max(plan.warmup_steps, config.num_workers + 1, _startup_backlog(config) + 1)
+    span = max(plan.warmup_steps, config.num_workers, 2)
+    waits: list[float] = []
+    steps: list[float] = []
+    started = time.perf_counter()
+    total = 0
+    while True:
+        step_started = time.perf_counter()
+        loop.step(loop.next_batch())
+        total += 1
+        if loop.last_in_epoch_start:  # an epoch's start is not its steady state
+            continue
+        steps.append(time.perf_counter() - step_started)
+        waits.append(loop.last_wait_s)
+        if len(steps) < minimum:
+            continue
+        if _settled(waits, steps, span) or time.perf_counter() - started > plan.max_warmup_s:
+            return total
+
+
+def _epoch_restart_s(loop: TrainingLoop, ordinary_wait_s: float) -> float:
+    """What starting an epoch costs beyond its batches' ordinary waits.
+
+    The excess wait over an epoch's first steps, median over the epochs started after the very
+    first (which is cold: imports, first touch of the data). When no later epoch has started
+    completely, one is started on purpose once the window is over.
+    """
+    def complete(groups: list[list[float]]) -> list[list[float]]:
+        return [g for g in groups if len(g) == loop.start_steps]
+
+    if not complete(loop.epoch_start_waits[1:]):
+        loop.start_new_epoch()
+        for _ in range(loop.start_steps):
+            loop.step(loop.next_batch())
+        loop.synchronize()
+    excess = [sum(g) - len(g) * ordinary_wait_s for g in complete(loop.epoch_start_waits[1:])]
+    return max(0.0, statistics.median(excess))
+
+
+class _DeviceTimer:
+    """CUDA events around each step; elapsed times are read once, after the window."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.enabled = device.type == "cuda"
+        self._pairs: list[tuple[Any, Any]] = []
+
+    def start(self) -> Any:
+        if not self.enabled:
+            return None
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def stop(self, started: Any) -> None:
+        if started is None:
+            return
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        self._pairs.append((started, event))
+
+    def step_times_s(self) -> list[float]:
+        """Device time of each step; call after synchronising."""
+        return [start.elapsed_time(end) / 1000 for start, end in self._pairs]
 
 
 def measure(
@@ -193,47 +310,70 @@ def measure(
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     loop = TrainingLoop(workload, config, device)
-    warmup = max(plan.warmup_steps, config.num_workers + 1)
-    for _ in range(warmup):
-        loop.step(loop.next_batch())
+    warmup = warm_up(loop, plan)
     loop.synchronize()
     loop.check_finite()
     if progress is not None:
         progress({"event": "warmed_up", "warmup_steps": warmup})
 
-    step_times: list[float] = []
-    waits = 0.0
+    device_timer = _DeviceTimer(device)
+    host_steps: list[float] = []
+    waits: list[float] = []
+    in_epoch_start: list[bool] = []
+    copy_before = loop.clock.copy_s
     samples = 0
     start = time.perf_counter()
-    last_report = start
-    previous = start
+    last_report = previous = start
     while True:
-        before_data = time.perf_counter()
         batch = loop.next_batch()
-        waits += time.perf_counter() - before_data
+        waits.append(loop.last_wait_s)
+        in_epoch_start.append(loop.last_in_epoch_start)
+        started = device_timer.start()
         samples += loop.step(batch)
+        device_timer.stop(started)
         now = time.perf_counter()
-        step_times.append(now - previous)
+        host_steps.append(now - previous)
         previous = now
         elapsed = now - start
-        if len(step_times) >= plan.min_steps and elapsed >= plan.min_seconds:
+        if len(host_steps) >= plan.min_steps and elapsed >= plan.min_seconds:
             break
         if progress is not None and now - last_report >= plan.progress_interval_s:
             last_report = now
-            progress({"event": "progress", "steps": len(step_times),
+            progress({"event": "progress", "steps": len(host_steps),
                       "samples_per_s": samples / elapsed})
     loop.synchronize()
     window = time.perf_counter() - start
     loop.check_finite()
+    steps = len(host_steps)
+    copy_wait = loop.clock.copy_s - copy_before
+
+    # The steps of an epoch's start that fell in the window are counted at an ordinary step's
+    # wait, and the start's extra cost is amortised over a whole epoch instead: a window that
+    # happens to hold an epoch start (or none) reports what a run of whole epochs sees.
+    ordinary = [w for w, starting in zip(waits, in_epoch_start, strict=True) if not starting]
+    ordinary_wait = statistics.fmean(ordinary) if ordinary else statistics.fmean(waits)
+    start_excess = sum(w - ordinary_wait
+                       for w, starting in zip(waits, in_epoch_start, strict=True) if starting)
+    restart_s: float | None = None
+    effective, waited = window, sum(waits)
+    if loop.steps_per_epoch is not None:
+        restart_s = _epoch_restart_s(loop, ordinary_wait)
+        amortised = restart_s * steps / loop.steps_per_epoch
+        effective += amortised - start_excess
+        waited += amortised - start_excess
+    step_times = device_timer.step_times_s() or host_steps
     cuda = device.type == "cuda"
     return WindowMetrics(
-        samples_per_s=samples / window,
+        samples_per_s=samples / effective,
         step_time_median_ms=statistics.median(step_times) * 1000,
         step_time_p90_ms=_percentile(step_times, 0.9) * 1000,
-        data_wait_fraction=min(1.0, waits / window),
-        steps=len(step_times),
+        data_wait_fraction=min(1.0, waited / effective),
+        copy_wait_fraction=min(1.0, copy_wait / window),
+        steps=steps,
         warmup_steps=warmup,
         window_s=window,
+        epoch_restart_s=restart_s,
+        steps_per_epoch=loop.steps_per_epoch,
         losses_finite=True,
         peak_memory_allocated_bytes=int(torch.cuda.max_memory_allocated(device)) if cuda else None,
         peak_memory_reserved_bytes=int(torch.cuda.max_memory_reserved(device)) if cuda else None,

@@ -16,19 +16,28 @@ def _nvml() -> Any | None:
         return None
 
 
-class UtilizationSampler:
-    """Collects GPU utilisation (percent) of one device each time :meth:`sample` is called.
+def _handle(nvml: Any, device: int | str) -> Any:
+    """NVML's handle of a GPU given by UUID ("GPU-...") or, failing that, by NVML ordinal."""
+    if isinstance(device, str):
+        return nvml.nvmlDeviceGetHandleByUUID(device.encode())
+    return nvml.nvmlDeviceGetHandleByIndex(device)
 
-    The device is named by its UUID (``GPU-...``), never by an ordinal: NVML numbers GPUs in
-    PCI order, CUDA fastest first and after ``CUDA_VISIBLE_DEVICES``, so ordinals disagree.
+
+class UtilizationSampler:
+    """Collects the busy fraction (0..1) of one GPU each time :meth:`sample` is called.
+
+    The GPU is named by its UUID: a trial process that sees only its own GPU calls it
+    ``cuda:0`` whatever its place on the machine, and NVML's ordinals need not follow CUDA's,
+    so an ordinal can name the wrong GPU. An integer ordinal is accepted where no UUID is known.
+    NVML reports percent; the sampler stores fractions, as every stored number is.
     """
 
-    def __init__(self, device_uuid: str | None) -> None:
-        self._nvml = _nvml() if device_uuid is not None else None
+    def __init__(self, device: int | str | None, nvml: Any | None = None) -> None:
+        self._nvml = (nvml or _nvml()) if device is not None else None
         self._handle = None
-        if self._nvml is not None and device_uuid is not None:
+        if self._nvml is not None and device is not None:
             try:
-                self._handle = self._nvml.nvmlDeviceGetHandleByUUID(device_uuid)
+                self._handle = _handle(self._nvml, device)
             except Exception:
                 self._nvml = None
         self.samples: list[float] = []
@@ -42,11 +51,12 @@ class UtilizationSampler:
             return
         try:
             rates = self._nvml.nvmlDeviceGetUtilizationRates(self._handle)
-            self.samples.append(float(rates.gpu))
+            self.samples.append(float(rates.gpu) / 100.0)
         except Exception:
             self._handle = None
 
     def mean(self) -> float | None:
+        """The mean busy fraction over the samples (0..1), or None without any."""
         return statistics.fmean(self.samples) if self.samples else None
 
 
@@ -63,8 +73,10 @@ def nvml_devices() -> list[dict[str, Any]]:
             memory = nvml.nvmlDeviceGetMemoryInfo(handle)
             rates = nvml.nvmlDeviceGetUtilizationRates(handle)
             name = nvml.nvmlDeviceGetName(handle)
+            uuid = nvml.nvmlDeviceGetUUID(handle)
             devices.append({
                 "index": index,
+                "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
                 "name": name.decode() if isinstance(name, bytes) else name,
                 "memory_total_bytes": int(memory.total),
                 "memory_used_bytes": int(memory.used),

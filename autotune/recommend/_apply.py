@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -28,29 +27,28 @@ import torch
 from torch.utils.data import DataLoader
 
 from autotune.errors import ConfigError
-from autotune.measure import DevicePrefetcher, apply_backend_flags, autocast_dtype, to_device
+from autotune.measure import TrainingStep
 from autotune.recommend._export import dataloader_kwargs
 from autotune.recommend._schema import read_config, validate_recommendation
 from autotune.space import Config
-
-_AFTER_LAST_BATCH = object()
 
 
 class Recommendation:
     """A loaded recommendation: the configuration, the device it applies to, and the document.
 
     Build one with :func:`load_recommendation`. The configuration and device cannot be
-    reassigned; the only state is the gradient scaler and micro-step count of :meth:`backward`.
+    reassigned; the only state is the gradient scaler and micro-step count of :meth:`backward`,
+    kept by the :class:`~autotune.measure.TrainingStep` that the measured trials ran.
     """
 
-    __slots__ = ("_config", "_device", "_document", "_scaler", "_micro_steps")
+    __slots__ = ("_config", "_device", "_document", "_step")
 
     def __init__(self, config: Config, device: torch.device, document: dict[str, Any]) -> None:
         self._config = config
         self._device = device
         self._document = document
-        self._scaler: torch.amp.GradScaler | None = None
-        self._micro_steps = 0
+        # The same step code the trials were measured with.
+        self._step = TrainingStep(config, device)
 
     @property
     def config(self) -> Config:
@@ -88,13 +86,9 @@ class Recommendation:
 
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Move ``model`` to the device, in channels_last when recommended, and set the
-        backend flags (``cudnn.benchmark``, TF32) the recommendation was measured with."""
-        apply_backend_flags(self._config, self._device)
-        model = model.to(self._device)
-        if self._config.channels_last:
-            # Module.to accepts memory_format; torch's type stubs do not list it.
-            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-        return model
+        backend flags (``cudnn.benchmark``, TF32) the recommendation was measured with; TF32
+        left unset in the recommendation stays as PyTorch (or your script) has it."""
+        return self._step.prepare_model(model)
 
     def batches(self, loader: Iterable[Any]) -> Iterator[Any]:
         """The batches of ``loader`` (one epoch) on the device.
@@ -103,33 +97,15 @@ class Recommendation:
         the next batch is copied on a side stream while the current one computes; otherwise
         each batch is copied when asked for, without blocking when memory is pinned.
         """
-        if self._config.device_prefetch and self._device.type == "cuda":
-            # DevicePrefetcher reads one batch ahead and expects an endless source: a marker
-            # after the last batch ends the epoch without losing the batch it holds.
-            endless = itertools.chain(loader, itertools.repeat(_AFTER_LAST_BATCH))
-            for batch in DevicePrefetcher(endless, self._device, self._config.channels_last):
-                if batch is _AFTER_LAST_BATCH:
-                    return
-                yield batch
-            return
-        non_blocking = self._config.pin_memory and self._device.type == "cuda"
-        for batch in loader:
-            yield to_device(batch, self._device, self._config.channels_last, non_blocking)
+        return self._step.batches(loader)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """``torch.autocast`` with the recommended dtype, or a context doing nothing."""
-        dtype = autocast_dtype(self._config)
-        if dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self._device.type, dtype=dtype)
+        return self._step.autocast()
 
     def grad_scaler(self) -> torch.amp.GradScaler | None:
         """The ``GradScaler`` fp16 needs (the same one :meth:`backward` uses); None otherwise."""
-        if self._config.amp != "fp16":
-            return None
-        if self._scaler is None:
-            self._scaler = torch.amp.GradScaler(self._device.type)
-        return self._scaler
+        return self._step.grad_scaler()
 
     def backward(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> bool:
         """Backward for one micro-batch; step and zero the gradients every
@@ -138,23 +114,7 @@ class Recommendation:
         The loss is divided by ``grad_accum_steps`` so the accumulated gradient is the mean
         over the effective batch, and scaled when fp16 needs a ``GradScaler``.
         """
-        steps = self._config.grad_accum_steps
-        scaled = loss / steps if steps > 1 else loss
-        scaler = self.grad_scaler()
-        if scaler is not None:
-            scaler.scale(scaled).backward()
-        else:
-            scaled.backward()
-        self._micro_steps += 1
-        if self._micro_steps % steps:
-            return False
-        if scaler is not None:
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return True
+        return self._step.backward(loss, optimizer)
 
 
 def _read_document(source: str | os.PathLike[str] | Mapping[str, Any]) -> Any:

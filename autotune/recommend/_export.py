@@ -55,7 +55,7 @@ def hf_training_arguments(config: Config, device: DeviceInfo) -> dict[str, Any]:
     """Keyword arguments for Hugging Face ``transformers.TrainingArguments`` (4.34 and later).
 
     ``use_cpu`` replaced ``no_cuda`` in 4.34; ``tf32`` is given only on CUDA, where
-    ``TrainingArguments`` accepts it.
+    ``TrainingArguments`` accepts it, and only when the recommendation sets it.
     """
     config = config.normalized()
     kwargs: dict[str, Any] = {
@@ -70,7 +70,8 @@ def hf_training_arguments(config: Config, device: DeviceInfo) -> dict[str, Any]:
     if config.num_workers > 0 and config.prefetch_factor is not None:
         kwargs["dataloader_prefetch_factor"] = config.prefetch_factor
     if device.is_cuda:
-        kwargs["tf32"] = config.tf32
+        if config.tf32 is not None:  # unset: leave PyTorch's defaults, as the baseline did
+            kwargs["tf32"] = config.tf32
     else:
         kwargs["use_cpu"] = True
     return kwargs

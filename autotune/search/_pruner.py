@@ -2,30 +2,60 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+#: A trial is stopped when its throughput so far is below this share of the best finished one.
+PRUNE_RATIO = 0.5
+#: ... once at least this many trials have finished and it has reported this many times.
+MIN_COMPLETED = 3
+MIN_REPORTS = 2
 
-class RelativeToBestPruner(optuna.pruners.BasePruner):
-    """Prune a trial whose intermediate throughput is below ``ratio`` x the best final one.
+
+def completed_values(study: optuna.Study) -> list[float]:
+    """The positive values of the study's finished trials (read before a trial starts)."""
+    return [
+        t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if t.value is not None and t.value > 0
+    ]
+
+
+def clearly_slow(
+    intermediate: Sequence[float],
+    finished: Sequence[float],
+    ratio: float = PRUNE_RATIO,
+    min_completed: int = MIN_COMPLETED,
+    min_reports: int = MIN_REPORTS,
+) -> bool:
+    """Whether a trial's latest throughput is below ``ratio`` x the best finished one.
 
     Unlike a median rule, this only stops trials that are clearly slow: measurements are noisy,
     and a configuration near the best deserves its full window.
-    """
 
-    def __init__(self, ratio: float = 0.5, min_completed: int = 3, min_reports: int = 2) -> None:
+    Example:
+        >>> clearly_slow([40.0, 45.0], [100.0, 120.0, 90.0])
+        True
+        >>> clearly_slow([70.0, 75.0], [100.0, 120.0, 90.0])
+        False
+    """
+    if len(intermediate) < min_reports or len(finished) < min_completed:
+        return False
+    return intermediate[-1] < ratio * max(finished)
+
+
+class RelativeToBestPruner(optuna.pruners.BasePruner):
+    """:func:`clearly_slow` as an Optuna pruner (the study records it; the tuner applies the
+    same rule in memory while a trial runs, so pruning reads no storage during a window)."""
+
+    def __init__(self, ratio: float = PRUNE_RATIO, min_completed: int = MIN_COMPLETED,
+                 min_reports: int = MIN_REPORTS) -> None:
         self.ratio = ratio
         self.min_completed = min_completed
         self.min_reports = min_reports
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
-        step = trial.last_step
-        if step is None or len(trial.intermediate_values) < self.min_reports:
-            return False
-        finished = [
-            t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if t.value is not None and t.value > 0
-        ]
-        if len(finished) < self.min_completed:
-            return False
-        return trial.intermediate_values[step] < self.ratio * max(finished)
+        values = [trial.intermediate_values[step] for step in sorted(trial.intermediate_values)]
+        return clearly_slow(values, completed_values(study), self.ratio, self.min_completed,
+                            self.min_reports)

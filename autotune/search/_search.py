@@ -53,9 +53,23 @@ def enqueue_first_trials(study: optuna.Study, space: SearchSpace) -> None:
     if study.get_trials(deepcopy=False):
         return
     baseline, checklist = space.baseline(), space.checklist()
-    study.enqueue_trial(space.params_of(baseline), user_attrs={"phase": "baseline"})
+    if space.contains(baseline):  # one off the grid is measured apart: see off_grid_baseline
+        study.enqueue_trial(space.params_of(baseline), user_attrs={"phase": "baseline"})
     if checklist.key() != baseline.key():
         study.enqueue_trial(space.params_of(checklist), user_attrs={"phase": "checklist"})
+
+
+def off_grid_baseline(space: SearchSpace, state: SearchState) -> Config | None:
+    """The baseline when it lies off the searched grid and has not been measured yet.
+
+    A baseline such as batch size 12 with 5 workers is measured exactly as given, outside
+    Optuna: recording it at the nearest grid point would stop an exhaustive search from ever
+    measuring that point.
+    """
+    baseline = space.baseline()
+    if space.contains(baseline) or baseline.key() in state.values:
+        return None
+    return baseline
 
 
 def fail_interrupted_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:

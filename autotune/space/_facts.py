@@ -16,6 +16,9 @@ class DeviceInfo(BaseModel):
     name: str
     memory_bytes: int
     index: int | None = None
+    #: The GPU's UUID as NVML spells it ("GPU-..."): ordinals differ between processes that
+    #: see different CUDA_VISIBLE_DEVICES, the UUID does not.
+    uuid: str | None = None
     bf16_supported: bool = False
     #: bf16 runs in hardware (tensor cores; on a CPU the avx512_bf16 or amx_bf16 instructions),
     #: so the checklist turns it on; elsewhere bf16 is emulated and only searched.
@@ -27,6 +30,13 @@ class DeviceInfo(BaseModel):
     @property
     def is_cuda(self) -> bool:
         return self.type == "cuda"
+
+    @property
+    def nvml_id(self) -> str | int | None:
+        """How NVML finds this GPU: its UUID, else its ordinal; None off CUDA."""
+        if not self.is_cuda:
+            return None
+        return self.uuid if self.uuid is not None else self.index
 
     @property
     def torch_device(self) -> str:

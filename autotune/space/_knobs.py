@@ -58,6 +58,11 @@ class Knob:
     needs_workers: bool = False
     help: str = ""
 
+    @property
+    def is_flag(self) -> bool:
+        """An on/off knob (``tf32`` also takes null: PyTorch's default)."""
+        return all(value is None or isinstance(value, bool) for value in self.values)
+
     def reason_not_applicable(self, device: DeviceInfo, workload: WorkloadInfo) -> str | None:
         return self.applies(device, workload)
 
@@ -65,7 +70,8 @@ class Knob:
 KNOBS: dict[str, Knob] = {
     knob.name: knob
     for knob in (
-        Knob("batch_size", BATCH_SIZES, 32, _always, help="samples per step, a multiple of 8"),
+        Knob("batch_size", BATCH_SIZES, 32, _always,
+             help="samples per step (searched: multiples of 8)"),
         Knob("num_workers", WORKER_COUNTS, 0, _always, help="DataLoader worker processes"),
         Knob("pin_memory", (False, True), False, _cuda_only, help="page-locked host batches"),
         Knob(
@@ -83,7 +89,10 @@ KNOBS: dict[str, Knob] = {
         Knob("amp", ("off", "fp16", "bf16"), "off", _always, help="automatic mixed precision"),
         Knob("channels_last", (False, True), False, _four_d_inputs, help="NHWC memory format"),
         Knob("cudnn_benchmark", (False, True), False, _cuda_only, help="cuDNN autotuner"),
-        Knob("tf32", (False, True), False, _tf32_capable, help="TF32 matmul and convolutions"),
+        # None leaves PyTorch's defaults (matmul fp32, cuDNN convolutions TF32); False (all
+        # fp32) is never faster than that, so it is not searched, only accepted from the user.
+        Knob("tf32", (None, True), None, _tf32_capable,
+             help="TF32 for every fp32 matmul and convolution (null: PyTorch's defaults)"),
     )
 }
 

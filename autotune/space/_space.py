@@ -18,7 +18,10 @@ from autotune.space._knobs import KNOBS, amp_modes, default_max_workers
 _TRUE_WORDS = {"true", "yes", "on", "1"}
 _FALSE_WORDS = {"false", "no", "off", "0"}
 _NULL_WORDS = {"null", "none", "default"}
-#: A batch size is searched only if an epoch holds at least this many batches of it.
+#: A batch size is searched only if an epoch holds at least this many batches of it. Seeing an
+#: epoch boundary no longer needs it (the measurement starts one and amortises its cost); it
+#: stays because warm-up leaves out each epoch's first quarter, and a user with so small a
+#: dataset would not train with larger batches either.
 MIN_STEPS_PER_EPOCH = 8
 _NUMERIC_KNOBS = ("batch_size", "num_workers", "prefetch_factor")
 
@@ -45,12 +48,15 @@ def coerce_knob_value(name: str, raw: Any, option: str = "--fix") -> Any:
     _check_knob_name(name, option)
     knob = KNOBS[name]
     value = raw.strip().lower() if isinstance(raw, str) else raw
-    if isinstance(knob.default, bool):
+    if name == "tf32" and (value is None or value in _NULL_WORDS):
+        return None
+    if knob.is_flag:
         if isinstance(value, bool):
             return value
         if isinstance(value, str) and value in _TRUE_WORDS | _FALSE_WORDS:
             return value in _TRUE_WORDS
-        raise ConfigError(f"{option} {name}={raw!r}: {name} takes true or false")
+        extra = ", or null for PyTorch's default" if name == "tf32" else ""
+        raise ConfigError(f"{option} {name}={raw!r}: {name} takes true or false{extra}")
     if name == "amp":
         if value in knob.values:
             return value
@@ -91,14 +97,24 @@ def _parse_range(name: str, raw: Any) -> tuple[Any, ...] | _Interval:
             raise ConfigError(f"{option} {name}={raw}: a lo..hi range needs a numeric knob; "
                               f"list the values instead, e.g. {name}=a,b")
         lo_text, _, hi_text = raw.partition("..")
-        lo = coerce_knob_value(name, lo_text, option) if lo_text else 0
-        hi = coerce_knob_value(name, hi_text, option) if hi_text else None
+        lo = _grid_value(name, lo_text, option) if lo_text else 0
+        hi = _grid_value(name, hi_text, option) if hi_text else None
         if hi is not None and hi < lo:
             raise ConfigError(f"{option} {name}={raw}: the upper end is below the lower end")
         return _Interval(lo, hi)
     items = raw.split(",") if isinstance(raw, str) else list(raw) if isinstance(raw, list) \
         else [raw]
-    return tuple(dict.fromkeys(coerce_knob_value(name, item, option) for item in items))
+    return tuple(dict.fromkeys(_grid_value(name, item, option) for item in items))
+
+
+def _grid_value(name: str, raw: Any, option: str) -> Any:
+    """A knob value that may be searched: searched batch sizes are multiples of 8."""
+    value = coerce_knob_value(name, raw, option)
+    if name == "batch_size" and value % 8:
+        below = max(8, value // 8 * 8)
+        raise ConfigError(f"{option} batch_size={raw!r}: {value} is not a multiple of 8, "
+                          f"which every searched batch size is; use {below} or {below + 8}")
+    return value
 
 
 class SearchSpace:
@@ -152,11 +168,7 @@ class SearchSpace:
     # -- building the value lists -------------------------------------------------------------
 
     def _batch_upper_bound(self) -> int:
-        """Batches stay below 1/MIN_STEPS_PER_EPOCH of a map-style dataset.
-
-        Bigger batches leave too few steps per epoch to measure a steady state, and a user with
-        such a small dataset would not train with them either.
-        """
+        """Searched batches stay below 1/MIN_STEPS_PER_EPOCH of a map-style dataset."""
         length = self.workload.dataset_length
         if length is None:
             return 1 << 30
@@ -323,6 +335,8 @@ class SearchSpace:
     # -- the first configurations -------------------------------------------------------------
 
     def _nearest(self, name: str, wanted: Any) -> Any:
+        """The searched value closest to ``wanted`` (the checklist's values are rules of thumb
+        and are moved onto the grid; the baseline's are not)."""
         choices = self.choices[name]
         if name == "prefetch_factor" and wanted is None:
             wanted = TORCH_DEFAULT_PREFETCH_FACTOR
@@ -334,13 +348,29 @@ class SearchSpace:
                 return min(numbers, key=lambda c: (abs(c - wanted), c))
         return choices[0]
 
+    def nearest_searched(self, config: Config) -> Config:
+        """The configuration of the searched grid closest to ``config``, knob by knob."""
+        data = config.model_dump()
+        return self.config_from({name: self._nearest(name, data[name]) for name in KNOBS})
+
     def baseline(self) -> Config:
-        """The user's current configuration, or PyTorch's defaults with the workload's batch."""
+        """The user's current configuration, exactly as given (not moved onto the grid), or
+        PyTorch's defaults with the workload's batch size.
+
+        A fixed knob holds the baseline too unless ``--baseline`` names it; a knob that cannot
+        change anything on this device keeps its default; with ``--effective-batch``, a batch
+        size that does not divide it moves to the nearest one that does, since every trial
+        holds the effective batch.
+        """
         wanted: dict[str, Any] = {name: KNOBS[name].default for name in KNOBS}
         wanted["batch_size"] = self.workload.batch_size
-        wanted.update(self._baseline_overrides)
         wanted.update(self.fixed)
-        return self.config_from({name: self._nearest(name, v) for name, v in wanted.items()})
+        wanted.update(self._baseline_overrides)
+        wanted.update({name: KNOBS[name].default for name in self.not_applicable})
+        if self.effective_batch is not None and self.effective_batch % wanted["batch_size"]:
+            # The effective batch is held constant in every trial, the baseline's included.
+            wanted["batch_size"] = self._nearest("batch_size", wanted["batch_size"])
+        return self.config_from(wanted)
 
     def _checklist_amp(self) -> str:
         """The seeds say "use AMP": bf16 where the hardware runs it natively, else fp16 on

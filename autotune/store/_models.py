@@ -121,11 +121,18 @@ class Trial(Base):
     samples_per_s: Mapped[float | None] = mapped_column(Float)
     step_time_median_ms: Mapped[float | None] = mapped_column(Float)
     step_time_p90_ms: Mapped[float | None] = mapped_column(Float)
+    #: Share of the window inside the DataLoader's ``next()`` (not copies, not device waits).
     data_wait_fraction: Mapped[float | None] = mapped_column(Float)
+    #: Share of the window the host spent copying batches to the device (0 on a CPU).
+    copy_wait_fraction: Mapped[float | None] = mapped_column(Float)
+    #: Seconds an epoch start costs beyond an ordinary batch (amortised into samples_per_s).
+    epoch_restart_s: Mapped[float | None] = mapped_column(Float)
+    steps_per_epoch: Mapped[int | None] = mapped_column(Integer)
     peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     peak_memory_allocated_bytes: Mapped[int | None] = mapped_column(BigInteger)
     peak_memory_reserved_bytes: Mapped[int | None] = mapped_column(BigInteger)
     peak_host_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    #: Mean GPU busy fraction (0..1) over the window, from NVML.
     device_utilization: Mapped[float | None] = mapped_column(Float)
     losses_finite: Mapped[bool | None] = mapped_column(Boolean)
     steps: Mapped[int | None] = mapped_column(Integer)

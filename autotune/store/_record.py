@@ -33,6 +33,9 @@ class TrialRecord(BaseModel):
     step_time_median_ms: float | None = None
     step_time_p90_ms: float | None = None
     data_wait_fraction: float | None = None
+    copy_wait_fraction: float | None = None
+    epoch_restart_s: float | None = None
+    steps_per_epoch: int | None = None
     steps: int | None = None
     warmup_steps: int | None = None
     window_s: float | None = None

@@ -25,8 +25,11 @@ from autotune.search import (
     InfeasibleSet,
     Observation,
     SearchState,
+    clearly_slow,
+    completed_values,
     enqueue_first_trials,
     fail_interrupted_trials,
+    off_grid_baseline,
     open_study,
     run_search,
     study_name_for,
@@ -187,15 +190,17 @@ class _JobRun:
     ) -> TrialRecord | None:
         """Run one trial process and store its record; None when the job was cancelled."""
         self.reporter.trial_started(phase, config)
-        reports = 0
+        # The pruning rule runs against values read now, before the trial starts: nothing
+        # reads or writes the database while a window is being timed.
+        pruning = trial is not None and self.options.prune
+        finished = completed_values(trial.study) if pruning and trial is not None else []
+        intermediate: list[float] = []
 
         def on_progress(event: dict[str, Any]) -> bool:
-            nonlocal reports
-            if trial is None or not self.options.prune:
+            if not pruning:
                 return False
-            trial.report(event["samples_per_s"], step=reports)
-            reports += 1
-            return trial.should_prune()
+            intermediate.append(event["samples_per_s"])
+            return clearly_slow(intermediate, finished)
 
         device = self.probe.device if self.probe else None
         # Held for the whole trial process: another trial on this device would share it.
@@ -217,6 +222,9 @@ class _JobRun:
                 )
             except TrialCancelled:
                 return None
+        if trial is not None:
+            for step, value in enumerate(intermediate):
+                trial.report(value, step=step)
         if record.duration_s is not None:
             self.durations.append(record.duration_s)
         with self.db.session(immediate=True) as session:
@@ -231,7 +239,9 @@ class _JobRun:
         self.reporter.trial_finished(row)
         return record
 
-    def _search_observation(self, config: Config, phase: str, trial: optuna.Trial) -> Observation:
+    def _search_observation(
+        self, config: Config, phase: str, trial: optuna.Trial | None
+    ) -> Observation:
         record = self._measure(config, phase, trial)
         if record is None:
             return Observation(0.0, cancelled=True)
@@ -272,6 +282,12 @@ class _JobRun:
         state, confirm_rows = self._resume_state(study, space)
         enqueue_first_trials(study, space)
         self.reporter.phase_started("search", self.options.n_trials)
+        baseline = off_grid_baseline(space, state)
+        if baseline is not None:
+            observation = self._search_observation(baseline, "baseline", None)
+            if observation.cancelled:
+                raise JobCancelled
+            state.remember(baseline, observation)
         run_search(
             study, space, state, self._search_observation, self.options.n_trials,
             on_skip=self.reporter.trial_skipped, should_stop=self._out_of_time,

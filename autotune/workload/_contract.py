@@ -43,7 +43,7 @@ class Workload:
     loss: LossFn
     optimizer: OptimizerFactory
     name: str | None = None
-    #: The batch size the user trains with today: the baseline's (a multiple of 8).
+    #: The batch size the user trains with today: the baseline's (any positive size).
     batch_size: int = 32
     #: Optional ``collate_fn`` for the DataLoader.
     collate_fn: Callable[[list[Any]], Any] | None = None

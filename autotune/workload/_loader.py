@@ -147,10 +147,11 @@ def load_workload(spec: str | WorkloadRef) -> Workload:
             raise WorkloadError(
                 f"{ref}(): Workload.{field_name} is not callable; pass a function or module"
             )
-    if workload.batch_size < 8 or workload.batch_size % 8:
+    if isinstance(workload.batch_size, bool) or not isinstance(workload.batch_size, int) \
+            or workload.batch_size < 1:
         raise WorkloadError(
-            f"{ref}(): Workload.batch_size {workload.batch_size} is not a positive multiple "
-            f"of 8; use {max(8, workload.batch_size // 8 * 8)}"
+            f"{ref}(): Workload.batch_size {workload.batch_size!r} is not a positive whole "
+            "number; pass the batch size you train with today, e.g. 32"
         )
     if workload.name is None:
         workload.name = ref.target if ref.kind != "file" else Path(ref.target).stem

@@ -1,0 +1,177 @@
+"""The training step a recommendation prescribes: backend flags, batches on the device,
+autocast, backward with gradient scaling and accumulation.
+
+One piece of code serves both the measured loop (:mod:`autotune.measure._loop`) and the loop
+users get from ``load_recommendation`` (``rec.batches``, ``rec.autocast``, ``rec.backward``), so
+what was measured is what users run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+
+from autotune.measure._batches import DevicePrefetcher, to_device
+from autotune.space import Config
+
+_AFTER_LAST_BATCH = object()
+
+
+def autocast_dtype(config: Config) -> torch.dtype | None:
+    return {"off": None, "fp16": torch.float16, "bf16": torch.bfloat16}[config.amp]
+
+
+def set_tf32(enabled: bool) -> None:
+    """TF32 on or off for every fp32 matmul and cuDNN convolution.
+
+    torch 2.9 replaced the ``allow_tf32`` flags by ``fp32_precision`` ("tf32" / "ieee") and
+    refuses reads of the old flags once the new ones are set, so only one API is ever used.
+    """
+    precision = "tf32" if enabled else "ieee"
+    try:
+        torch.backends.cuda.matmul.fp32_precision = precision
+        torch.backends.cudnn.conv.fp32_precision = precision  # type: ignore[attr-defined]
+    except AttributeError:  # torch before 2.9
+        torch.backends.cuda.matmul.allow_tf32 = enabled
+        torch.backends.cudnn.allow_tf32 = enabled
+
+
+def apply_backend_flags(config: Config, device: torch.device) -> None:
+    """Set the CUDA backend flags the configuration chose; ``tf32=None`` leaves PyTorch's own
+    defaults (and anything the user set) untouched."""
+    if device.type != "cuda":
+        return
+    torch.backends.cudnn.benchmark = config.cudnn_benchmark
+    if config.tf32 is not None:
+        set_tf32(config.tf32)
+
+
+class WaitClock:
+    """Host seconds spent inside the DataLoader's ``next()`` and in host-to-device copies."""
+
+    __slots__ = ("copy_s", "loader_s")
+
+    def __init__(self) -> None:
+        self.loader_s = 0.0
+        self.copy_s = 0.0
+
+
+class _TimedLoader:
+    """An iterator over the loader that adds the time spent in its ``next()`` to a clock."""
+
+    def __init__(self, iterator: Iterator[Any], clock: WaitClock) -> None:
+        self._iterator = iterator
+        self._clock = clock
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        started = time.perf_counter()
+        try:
+            return next(self._iterator)
+        finally:
+            self._clock.loader_s += time.perf_counter() - started
+
+
+class TrainingStep:
+    """Batches, autocast and backward for one configuration on one device.
+
+    The only state is the gradient scaler (fp16) and the micro-step count of gradient
+    accumulation.
+    """
+
+    def __init__(self, config: Config, device: torch.device) -> None:
+        self.config = config
+        self.device = device
+        self._dtype = autocast_dtype(config)
+        self._scaler: torch.amp.GradScaler | None = None
+        self._micro_steps = 0
+
+    def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Set the backend flags, move ``model`` to the device, channels_last if chosen."""
+        apply_backend_flags(self.config, self.device)
+        model = model.to(self.device)
+        if self.config.channels_last:
+            # Module.to accepts memory_format; torch's type stubs do not list it.
+            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        return model
+
+    @property
+    def prefetches(self) -> bool:
+        return self.config.device_prefetch and self.device.type == "cuda"
+
+    def batches(self, loader: Iterable[Any], clock: WaitClock | None = None) -> Iterator[Any]:
+        """One epoch of ``loader``'s batches on the device.
+
+        With ``device_prefetch`` on CUDA the next batch is copied on a side stream while the
+        current one computes; otherwise each batch is copied when asked for, without blocking
+        when memory is pinned. A ``clock`` receives the time spent waiting for the loader apart
+        from the time spent copying (which on CUDA can include waiting for the device).
+        """
+        source: Iterator[Any] = iter(loader)
+        if clock is not None:
+            source = _TimedLoader(source, clock)
+        if self.prefetches:
+            # DevicePrefetcher reads one batch ahead and expects an endless source: a marker
+            # after the last batch ends the epoch without losing the batch it holds.
+            endless = itertools.chain(source, itertools.repeat(_AFTER_LAST_BATCH))
+            for batch in DevicePrefetcher(endless, self.device, self.config.channels_last):
+                if batch is _AFTER_LAST_BATCH:
+                    return
+                yield batch
+            return
+        non_blocking = self.config.pin_memory and self.device.type == "cuda"
+        channels_last = self.config.channels_last
+        for host_batch in source:
+            if clock is None:
+                yield to_device(host_batch, self.device, channels_last, non_blocking)
+                continue
+            started = time.perf_counter()
+            batch = to_device(host_batch, self.device, channels_last, non_blocking)
+            clock.copy_s += time.perf_counter() - started
+            yield batch
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """``torch.autocast`` with the configuration's dtype, or a context doing nothing."""
+        if self._dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self._dtype)
+
+    def grad_scaler(self) -> torch.amp.GradScaler | None:
+        """The ``GradScaler`` fp16 needs (the one :meth:`backward` uses); None otherwise."""
+        if self.config.amp != "fp16":
+            return None
+        if self._scaler is None:
+            self._scaler = torch.amp.GradScaler(self.device.type)
+        return self._scaler
+
+    def backward(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> bool:
+        """Backward for one micro-batch; step and zero the gradients every
+        ``grad_accum_steps`` micro-batches. Returns whether the optimizer stepped.
+
+        The loss is divided by ``grad_accum_steps`` so the accumulated gradient is the mean
+        over the effective batch, and scaled when fp16 needs a ``GradScaler``.
+        """
+        steps = self.config.grad_accum_steps
+        scaled = loss / steps if steps > 1 else loss
+        scaler = self.grad_scaler()
+        if scaler is not None:
+            scaler.scale(scaled).backward()
+        else:
+            scaled.backward()
+        self._micro_steps += 1
+        if self._micro_steps % steps:
+            return False
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return True

@@ -1,0 +1,220 @@
+"""What the measurement's numbers mean: data wait, warm-up, epoch restarts, TF32, NVML, and
+the one step shared by the measured loop and ``load_recommendation``.
+
+Trials are real subprocesses on real workloads from tests/workloads/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from autotune.measure import (
+    MeasurePlan,
+    TrainingLoop,
+    UtilizationSampler,
+    apply_backend_flags,
+)
+from autotune.recommend import Recommendation, TrialView, diagnose
+from autotune.runner import run_trial
+from autotune.space import Config, DeviceInfo
+from autotune.store import TrialRecord
+from autotune.workload import load_workload
+
+PLAN = MeasurePlan(warmup_steps=1, min_steps=5, min_seconds=0.5)
+GPU_UUID = "GPU-5e1f0c3a-8f8e-4b0e-9d1e-2a6c0b7d9e11"
+GPU = DeviceInfo(type="cuda", name="A100", memory_bytes=40 * 2**30, index=0, uuid=GPU_UUID,
+                 compute_capability=(8, 0))
+cuda = pytest.mark.cuda
+
+
+def _trial(path: str, config: Config, device: str = "cpu") -> TrialRecord:
+    result = run_trial(path, config, device, PLAN, timeout_s=120)
+    assert result.outcome == "ok", result.error
+    return result
+
+
+# -- 2. waiting for data means waiting for the loader -------------------------------------------
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+def test_compute_heavy_model_on_free_data_barely_waits(workload_file: Any, device: str) -> None:
+    result = _trial(workload_file("compute_heavy"), Config(batch_size=64), device)
+    assert result.data_wait_fraction < 0.1
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_sleeping_dataset_mostly_waits(workload_file: Any, device: str, workers: int) -> None:
+    result = _trial(workload_file("sleepy"), Config(batch_size=8, num_workers=workers), device)
+    assert result.data_wait_fraction > 0.5
+
+
+@cuda
+def test_cuda_step_times_come_from_the_device(workload_file: Any) -> None:
+    # A pageable copy waits for the device; that wait is the copy's, not the loader's.
+    result = _trial(workload_file("compute_heavy"), Config(batch_size=64), "cuda")
+    assert result.data_wait_fraction is not None and result.data_wait_fraction < 0.1
+    assert result.step_time_median_ms is not None and result.step_time_p90_ms is not None
+    assert 0 < result.step_time_median_ms <= result.step_time_p90_ms
+    assert result.copy_wait_fraction is not None and result.copy_wait_fraction >= 0
+
+
+def test_cpu_has_no_copy_wait(workload_file: Any) -> None:
+    result = _trial(workload_file("tiny"), Config(batch_size=16))
+    assert result.copy_wait_fraction < 0.05
+
+
+# -- 7. a representative window -----------------------------------------------------------------
+
+
+def test_warm_up_outlasts_the_workers_start_up_backlog(workload_file: Any) -> None:
+    config = Config(batch_size=16, num_workers=2, prefetch_factor=4)
+    result = _trial(workload_file("tiny"), config)
+    # Two workers queue 2 x 4 batches before the first step; those are not steady state.
+    assert result.warmup_steps >= 2 * 4 + 1
+
+
+def test_epoch_restart_is_measured_and_amortised(workload_file: Any) -> None:
+    path = workload_file("slow_worker_start")
+    fresh = _trial(path, Config(batch_size=16, num_workers=1))
+    kept = _trial(path, Config(batch_size=16, num_workers=1, persistent_workers=True))
+    assert fresh.steps_per_epoch == kept.steps_per_epoch == 256 // 16
+    # Without persistent workers every epoch starts a worker that sleeps 0.5 s in its init.
+    assert fresh.epoch_restart_s >= 0.4
+    assert kept.epoch_restart_s < 0.2
+    # 0.5 s over 16 steps of a tiny model: persistent workers are judged as they matter.
+    assert kept.samples_per_s > 1.5 * fresh.samples_per_s
+
+
+# -- 1. the baseline is what the user runs: TF32 left alone unless set ---------------------------
+
+
+@pytest.fixture
+def restore_tf32() -> Iterator[None]:
+    matmul = torch.backends.cuda.matmul.fp32_precision
+    conv = torch.backends.cudnn.conv.fp32_precision  # type: ignore[attr-defined]
+    benchmark = torch.backends.cudnn.benchmark
+    yield
+    torch.backends.cuda.matmul.fp32_precision = matmul
+    torch.backends.cudnn.conv.fp32_precision = conv  # type: ignore[attr-defined]
+    torch.backends.cudnn.benchmark = benchmark
+
+
+def _tf32_flags() -> tuple[str, str]:
+    return (torch.backends.cuda.matmul.fp32_precision,
+            torch.backends.cudnn.conv.fp32_precision)  # type: ignore[attr-defined]
+
+
+@pytest.mark.usefixtures("restore_tf32")
+def test_unset_tf32_leaves_pytorch_and_the_user_alone() -> None:
+    # Setting the flags needs no GPU; only the device's type decides that they apply.
+    device = torch.device("cuda")
+    torch.backends.cuda.matmul.fp32_precision = "tf32"  # what the user's script chose
+    torch.backends.cudnn.conv.fp32_precision = "ieee"  # type: ignore[attr-defined]
+    apply_backend_flags(Config(tf32=None), device)
+    assert _tf32_flags() == ("tf32", "ieee")
+    apply_backend_flags(Config(tf32=True), device)
+    assert _tf32_flags() == ("tf32", "tf32")
+    apply_backend_flags(Config(tf32=False), device)
+    assert _tf32_flags() == ("ieee", "ieee")
+
+
+@pytest.mark.usefixtures("restore_tf32")
+def test_backend_flags_do_nothing_on_a_cpu() -> None:
+    before = _tf32_flags()
+    apply_backend_flags(Config(tf32=True, cudnn_benchmark=True), torch.device("cpu"))
+    assert _tf32_flags() == before
+
+
+# -- 3 and 4. GPU utilisation: a fraction, of the GPU named by its UUID -------------------------
+
+
+class _Rates:
+    def __init__(self, gpu: int) -> None:
+        self.gpu = gpu
+
+
+class _TwoGpuNvml:
+    """NVML's Python API on a machine with two GPUs whose NVML ordinals are the reverse of
+    CUDA's: only the UUID finds the GPU being tuned. (No GPU here: the real library runs in
+    the ``cuda``-marked test below.)"""
+
+    def __init__(self) -> None:
+        self.busy_percent = {GPU_UUID: 73, "GPU-other": 5}
+        self.by_index = ["GPU-other", GPU_UUID]
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: bytes) -> str:  # noqa: N802 - NVML's name
+        name = uuid.decode()
+        if name not in self.busy_percent:
+            raise LookupError(name)
+        return name
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:  # noqa: N802 - NVML's name
+        return self.by_index[index]
+
+    def nvmlDeviceGetUtilizationRates(self, handle: str) -> _Rates:  # noqa: N802
+        return _Rates(self.busy_percent[handle])
+
+
+def test_utilisation_is_a_fraction_of_the_gpu_named_by_uuid() -> None:
+    sampler = UtilizationSampler(GPU.nvml_id, nvml=_TwoGpuNvml())
+    assert GPU.nvml_id == GPU.uuid  # not ordinal 0, which NVML gives to the other GPU
+    sampler.sample()
+    sampler.sample()
+    assert sampler.mean() == pytest.approx(0.73)
+
+
+def test_sampled_utilisation_reaches_the_diagnosis_as_a_percentage() -> None:
+    sampler = UtilizationSampler(GPU.nvml_id, nvml=_TwoGpuNvml())
+    sampler.sample()
+    base = TrialView(Config(), "ok", samples_per_s=100.0, data_wait_fraction=0.02)
+    best = TrialView(Config(batch_size=64), "ok", samples_per_s=150.0, data_wait_fraction=0.01,
+                     device_utilization=sampler.mean())
+    text = diagnose(base, best, [base, best], GPU, memory_limited=False)
+    assert "the GPU was busy 73% of the measured window" in text
+    # Below 0.8 busy, a compute-bound GPU is held back by the host: the advice says so.
+    assert "remove host synchronisations" in text
+
+
+@cuda
+def test_real_nvml_reports_a_fraction_for_this_gpu() -> None:
+    from autotune.measure import device_info
+
+    info = device_info(torch.device("cuda", 0))
+    sampler = UtilizationSampler(info.nvml_id)
+    assert sampler.available and isinstance(info.nvml_id, str)
+    sampler.sample()
+    mean = sampler.mean()
+    assert mean is not None and 0.0 <= mean <= 1.0
+
+
+# -- 6. the loop that is measured is the loop users run ----------------------------------------
+
+
+def test_measured_loop_and_recommendation_train_identically(workload_file: Any) -> None:
+    config = Config(batch_size=16, grad_accum_steps=2, amp="bf16")
+    workload = load_workload(workload_file("tiny"))
+    device = torch.device("cpu")
+
+    torch.manual_seed(0)
+    loop = TrainingLoop(workload, config, device)
+    batches = [loop.next_batch() for _ in range(4)]
+    for batch in batches:
+        loop.step(batch)
+
+    torch.manual_seed(0)
+    rec = Recommendation(config, device, document={})
+    model = rec.prepare_model(workload.model())
+    optimizer = workload.optimizer(model.parameters())
+    for inputs, target in batches:
+        with rec.autocast():
+            loss = workload.loss(model(inputs), target)
+        rec.backward(loss, optimizer)
+
+    for measured, applied in zip(loop.model.parameters(), model.parameters(), strict=True):
+        assert torch.equal(measured, applied)
+
