@@ -68,22 +68,13 @@ def resolve_device(requested: str) -> torch.device:
     return device
 
 
-def _nvml_uuid(props: Any) -> str | None:
-    """The device's UUID in NVML's spelling ("GPU-" and the hex digits with dashes)."""
-    uuid = getattr(props, "uuid", None)
-    if uuid is None:
-        return None
-    text = str(uuid)
-    return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
-
-
 def device_info(device: torch.device) -> DeviceInfo:
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         return DeviceInfo(
             type="cuda",
             index=device.index or 0,
-            uuid=_nvml_uuid(props),
+            uuid=device_uuid(device),
             name=props.name,
             memory_bytes=int(props.total_memory),
             bf16_supported=bool(torch.cuda.is_bf16_supported()),
