@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -273,3 +275,38 @@ def test_trial_device_names_one_gpu(
 def test_a_gpu_index_beyond_the_visible_ones_is_refused_in_one_sentence() -> None:
     with pytest.raises(ConfigError, match=r"makes only 2 GPU\(s\) visible; pick an index"):
         trial_device("cuda:2", {"CUDA_VISIBLE_DEVICES": "0,1"})
+
+
+def test_a_trial_process_dies_when_the_process_that_started_it_is_killed(tmp_path: Path) -> None:
+    # A stand-in for a worker starts a process that arms the trial's parent-death signal and
+    # then sleeps, as a trial hung in its loader would; the stand-in is then SIGKILLed alone.
+    grandchild_pid = tmp_path / "trial.pid"
+    trial_code = (
+        "import os, sys, time; from autotune.runner._child import die_with_parent; "
+        "die_with_parent(); "
+        f"open({str(grandchild_pid)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    )
+    worker_code = (
+        "import os, subprocess, sys, time; "
+        "env = dict(os.environ, AUTOTUNE_TRIAL_PARENT_PID=str(os.getpid())); "
+        f"subprocess.Popen([sys.executable, '-c', {trial_code!r}], env=env, "
+        "start_new_session=True); time.sleep(120)"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", worker_code])
+    try:
+        deadline = 60.0
+        while not grandchild_pid.exists() or not grandchild_pid.read_text():
+            assert worker.poll() is None, "the stand-in worker exited early"
+            deadline -= 0.1
+            assert deadline > 0, "the trial process never started"
+            time.sleep(0.1)
+        trial = psutil.Process(int(grandchild_pid.read_text()))
+        worker.kill()
+        worker.wait(10)
+        _, alive = psutil.wait_procs([trial], timeout=10)
+        assert alive == [], "the trial process outlived the process that started it"
+    finally:
+        worker.kill()
+        if grandchild_pid.exists() and grandchild_pid.read_text():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(int(grandchild_pid.read_text())).kill()
