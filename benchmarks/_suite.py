@@ -84,12 +84,14 @@ def run_quality_only(settings: SuiteSettings, output: Path,
             ctx, COMMITTED_PICKS[grid.name], in_memory=False)))
     section = _quality.quality_only_section(qualities)
     wall = time.monotonic() - started
+    load_after, cores = os.getloadavg()[0], os.cpu_count() or 1
     section.findings.append(
         f"Section 3 re-measured on its own on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
         f" in {wall / 60:.1f} min (`python -m benchmarks --only-quality`), {settings.repeats} "
         f"interleaved rounds; load average (1 min) at start / end "
-        f"{load_before:.2f} / {os.getloadavg()[0]:.2f}: other engineers' tests shared the "
-        "machine's 2 cores, which widens the spread."
+        f"{load_before:.2f} / {load_after:.2f} on {cores} cores"
+        + (": other processes shared the cores, which widens the spread."
+           if max(load_before, load_after) > cores else ".")
     )
     report = output.read_text()
     head, _, rest = report.partition("## 3. Measurement quality")
