@@ -230,7 +230,12 @@ def warm_up(loop: TrainingLoop, plan: MeasurePlan) -> int:
     state; a fixed count of warm-up steps would time that backlog as if it were throughput.
     """
     config = loop.config
-    minimum = max(plan.warmup_steps, config.num_workers + 1, _startup_backlog(config) + 1)
+    # The workers never hold more than the rest of an epoch, and a new epoch's refill is the
+    # epoch start's cost (timed apart), so the backlog to use up is at most an epoch.
+    backlog = _startup_backlog(config)
+    if loop.steps_per_epoch is not None:
+        backlog = min(backlog, loop.steps_per_epoch)
+    minimum = max(plan.warmup_steps, config.num_workers + 1, backlog + 1)
     span = max(plan.warmup_steps, config.num_workers, 2)
     waits: list[float] = []
     steps: list[float] = []
@@ -244,9 +249,9 @@ def warm_up(loop: TrainingLoop, plan: MeasurePlan) -> int:
             continue
         steps.append(time.perf_counter() - step_started)
         waits.append(loop.last_wait_s)
-        if len(steps) < minimum:
-            continue
-        if _settled(waits, steps, span) or time.perf_counter() - started > plan.max_warmup_s:
+        if time.perf_counter() - started > plan.max_warmup_s:
+            return total
+        if len(steps) >= minimum and _settled(waits, steps, span):
             return total
 
 
