@@ -22,7 +22,7 @@ def test_off_grid_baseline_is_kept_exactly_and_measured_apart() -> None:
     baseline = space.baseline()
     assert (baseline.batch_size, baseline.num_workers, baseline.prefetch_factor) == (12, 5, 3)
     assert not space.contains(baseline)
-    state = SearchState(InfeasibleSet(host_budget=True))
+    state = SearchState(InfeasibleSet())
     assert off_grid_baseline(space, state) == baseline
     state.values[baseline.key()] = 100.0  # measured (or resumed): not measured again
     assert off_grid_baseline(space, state) is None
@@ -31,7 +31,7 @@ def test_off_grid_baseline_is_kept_exactly_and_measured_apart() -> None:
 def test_baseline_on_the_grid_goes_through_optuna() -> None:
     space = SearchSpace(CPU, TWELVE, baseline={"batch_size": 16})
     assert space.contains(space.baseline())
-    assert off_grid_baseline(space, SearchState(InfeasibleSet(host_budget=True))) is None
+    assert off_grid_baseline(space, SearchState(InfeasibleSet())) is None
 
 
 def test_a_new_user_sees_their_own_baseline_and_a_speedup_against_it(
