@@ -171,8 +171,9 @@ class _JobRun:
         return state, confirm_rows
 
     def _store_interrupted(self, config: Config, phase: str, optuna_number: int) -> None:
+        noted = utcnow()  # when the interruption was found: the trial's own times are lost
         record = TrialRecord(
-            outcome="crashed", config=config,
+            outcome="crashed", config=config, started_at=noted, finished_at=noted,
             error="interrupted: the process running the job stopped during this trial; "
                   "it is retried once",
         )
