@@ -181,7 +181,7 @@
         data wait ${fixed((metrics.data_wait_fraction ?? 0) * 100, 0)}%; baseline
         ${rate(((rec.baseline || {}).metrics || {}).samples_per_s)} samples/s</p>
       <div class="config" id="rec-config">${Object.entries(rec.config || {}).map(([k, v]) =>
-        `<div><span class="muted">${esc(k)}</span> <strong>${esc(v)}</strong></div>`).join("")}</div>
+        `<div><span class="muted">${esc(k)}</span> <strong>${esc(v ?? "default")}</strong></div>`).join("")}</div>
       <div class="exports">${Object.entries(exports).map(([name, value], i) => `
         <details${i === 0 ? " open" : ""}><summary>${esc(name)}
           <button type="button" data-export="${i}">Copy</button></summary>
