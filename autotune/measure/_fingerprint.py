@@ -131,7 +131,8 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
 class DeviceIdentity(NamedTuple):
     """Which physical device a requested one is on this host, and its class across hosts."""
 
-    #: Names the physical device on this host (``cpu``, ``cuda:2``): one lock per key.
+    #: Names the physical device on this host (``cpu``, ``cuda:GPU-...``; ``cuda:2`` without
+    #: NVML): one lock per key.
     key: str
     #: The hardware it is (``cpu: MODEL, N cores``, ``cuda: NVIDIA H100 80GB HBM3``): jobs
     #: are only run, resumed or taken over on a device of the same class.
@@ -152,6 +153,10 @@ def device_identity(requested: str) -> DeviceIdentity:
     visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
                if v.strip()]
     physical = visible[index] if index < len(visible) else str(index)
-    names = {str(gpu["index"]): gpu["name"] for gpu in nvml_devices()}
-    name = names.get(physical) or torch.cuda.get_device_name(index)
-    return DeviceIdentity(f"cuda:{physical}", f"cuda: {name}")
+    # CUDA_VISIBLE_DEVICES may name a GPU by ordinal or by UUID: the key is the UUID where NVML
+    # knows the GPU, so processes that name one GPU either way share its lock.
+    known = next((gpu for gpu in nvml_devices() if physical in (str(gpu["index"]), gpu["uuid"])),
+                 None)
+    if known is not None:
+        return DeviceIdentity(f"cuda:{known['uuid']}", f"cuda: {known['name']}")
+    return DeviceIdentity(f"cuda:{physical}", f"cuda: {torch.cuda.get_device_name(index)}")

@@ -87,7 +87,8 @@ def _advisory_key(host: str, device: str) -> int:
 def device_lock(
     db: Database | None, device: str, cancel: threading.Event | None = None
 ) -> Iterator[bool]:
-    """Hold the device ``device`` (``cpu``, ``cuda:PHYSICAL_INDEX``) of this host.
+    """Hold the device ``device`` of this host (``cpu``, ``cuda:GPU-UUID``; ``cuda:INDEX``
+    without NVML).
 
     Waits while another process holds it. Yields True once held, or False when ``cancel``
     was set while waiting (the caller must then not run its trial).
