@@ -22,7 +22,7 @@ from autotune.store import embedded_worker_slot, open_database, try_file_lock
 
 from .deps import require_token
 from .limits import BodySizeLimit, LoopbackClientsOnly
-from .routes import dashboard, jobs, ops, system, workloads
+from .routes import dashboard, devices, jobs, ops, system, workloads
 from .schemas import ErrorPublic
 from .settings import Settings, load_settings
 
@@ -122,7 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         dependencies=[Depends(require_token)],
         responses={401: {"model": ErrorPublic, "description": "Missing or wrong bearer token."}},
     )
-    for module in (jobs, workloads, system):
+    for module in (jobs, workloads, system, devices):
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(ops.router)

@@ -100,6 +100,14 @@ class JobPublic(BaseModel):
     worker_id: str | None
     attempts: int
     device: dict[str, Any] | None
+    device_class: str | None = Field(description=(
+        "The device class the job runs on: named at submission, else recorded by the first "
+        "worker that ran it; only workers of this class claim it."))
+    measurement_set: int = Field(description=(
+        "The measurement set progress and the recommendation come from; it goes up when the "
+        "job resumed on other hardware or software (earlier sets' trials stay listed)."))
+    waiting_for: str | None = Field(default=None, description=(
+        "Why a queued job is not running yet, e.g. no live worker has its device class."))
     created_at: Timestamp
     started_at: Timestamp
     finished_at: Timestamp
@@ -118,6 +126,8 @@ class TrialPublic(TrialRecord):
     phase: str
     #: The process running the job stopped during this trial; it was retried once.
     interrupted: bool
+    #: The job's measurement set the trial belongs to; only the job's current set is ranked.
+    measurement_set: int
 
 
 class TrialsPublic(BaseModel):
@@ -144,6 +154,18 @@ class SystemPublic(BaseModel):
     devices: list[dict[str, Any]] = Field(description="GPUs seen by NVML (empty without one).")
     cpu: CpuPublic
     versions: dict[str, str | None]
+
+
+class DeviceClassPublic(BaseModel):
+    device_class: str = Field(description="What to pass as `device_class` when submitting.")
+    workers: int = Field(description="Live workers serving this class.")
+
+
+class DevicesPublic(BaseModel):
+    """The device classes of the workers alive now (a worker counts while it polls)."""
+
+    data: list[DeviceClassPublic]
+    count: int
 
 
 class Health(BaseModel):

@@ -15,6 +15,7 @@ from benchmarks._search_quality import GridOutcome
 
 if TYPE_CHECKING:
     from benchmarks._results import WorkloadResults
+    from benchmarks._tuner import TunerOutcome
 
 #: Asks of the random sampler before giving up on finding another distinct configuration.
 _MAX_ASKS = 1000
@@ -107,6 +108,13 @@ def random_search(ctx: WorkloadContext, grid: GridOutcome, budget: int, label: s
     return Alternative(f"Optuna random, {label}", pick,
                        f"{len(seen)} distinct configurations, RandomSampler(seed="
                        f"{ctx.settings.seed}), each scored by its grid measurement")
+
+
+def plain_search(outcome: TunerOutcome) -> Alternative:
+    """The tuner itself without its profile (``--no-profile``): what the profile adds."""
+    return Alternative("autotune --no-profile", outcome.config,
+                       f"{outcome.measured} trial processes, {outcome.wall_s:.0f} s "
+                       "(the same job without the profile: baseline, checklist, then TPE)")
 
 
 def find_alternatives(ctx: WorkloadContext, grid: GridOutcome, search_trials: int,

@@ -54,6 +54,7 @@ def lightning_finder(workload: Workload, max_batch: int, budget_bytes: int) -> d
 
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
             inputs, target = batch
+            assert workload.loss is not None, "the finders run the built-ins, which have a loss"
             return workload.loss(self.net(inputs), target)
 
         def on_train_batch_end(self, *args: Any) -> None:
@@ -94,8 +95,10 @@ def accelerate_finder(workload: Workload, max_batch: int, budget_bytes: int) -> 
         optimizer = workload.optimizer(model.parameters())
         loader = DataLoader(workload.dataset(), batch_size=batch_size, shuffle=True,
                             drop_last=True, collate_fn=workload.collate_fn)
+        loss_fn = workload.loss
+        assert loss_fn is not None, "the finders run the built-ins, which have a loss"
         for _, (inputs, target) in zip(range(STEPS_PER_TRY), loader, strict=False):
-            workload.loss(model(inputs), target).backward()
+            loss_fn(model(inputs), target).backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             check_budget(budget_bytes)

@@ -114,8 +114,9 @@ class WorkloadContext:
     def name(self) -> str:
         return self.grid.name
 
-    def options(self, n_trials: int) -> TuneOptions:
-        """The tuner's options: the reduced space, the suite's plan and memory budget."""
+    def options(self, n_trials: int, profile: bool = True) -> TuneOptions:
+        """The tuner's options: the reduced space, the suite's plan and memory budget; with
+        ``profile=False`` the plain search (``--no-profile``)."""
         plan = self.settings.plan
         return TuneOptions(
             workload=self.grid.workload,
@@ -131,6 +132,8 @@ class WorkloadContext:
             min_seconds=plan.min_seconds,
             confirm_top=self.settings.confirm_top,
             confirm_rounds=self.settings.confirm_rounds,
+            profile=profile,
+            profile_seconds=self.settings.profile_seconds,
         )
 
     def space(self) -> SearchSpace:

@@ -68,6 +68,9 @@ def main() -> None:
     config, plan, mode = request["config"], request["plan"], request["mode"]
     torch.manual_seed(plan.get("seed", 0))
     workload = load_workload(request["workload"])
+    loss_fn = workload.loss
+    if loss_fn is None:
+        raise SystemExit("the plain loop times workloads with a loss function (the built-ins)")
     model = workload.model()
     if config["channels_last"]:
         model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
@@ -90,7 +93,7 @@ def main() -> None:
         autocast = (torch.autocast("cpu", dtype=dtype) if dtype is not None
                     else contextlib.nullcontext())
         with autocast:
-            loss = workload.loss(model(inputs), target)
+            loss = loss_fn(model(inputs), target)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

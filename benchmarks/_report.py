@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import torch
 
 from autotune.measure import fingerprint
+from autotune.tuner import CONFIRM_WINDOW_FACTOR
 from benchmarks._settings import FIXED_KNOBS, SuiteSettings
 
 _PACKAGES = ("autotune", "torch", "optuna", "sqlalchemy", "lightning", "accelerate")
@@ -77,12 +78,15 @@ def header(settings: SuiteSettings, wall_s: float, load: tuple[float, float]) ->
         f"- Versions: {versions}.",
         f"- Load average (1 min) at start / end: {load[0]:.2f} / {load[1]:.2f}. The machine was "
         "shared: other processes can add noise, which is why every comparison is interleaved.",
-        f"- Measurement plan (every trial, every method): warm-up {plan.warmup_steps} steps "
+        f"- Measurement plan (every search trial, every method): warm-up {plan.warmup_steps} steps "
         f"(at least workers+1), then a window of at least {plan.min_steps} steps and "
         f"{plan.min_seconds:g} s; memory budget {settings.max_memory}; each run a fresh process.",
         f"- Reduced space: {grids}; held at PyTorch's defaults: {fixed}.",
         f"- Tuner: confirmation of the top {settings.confirm_top} candidates and the baseline "
-        f"over {settings.confirm_rounds} rounds; pruning on; seed {settings.seed}.",
+        f"over {settings.confirm_rounds} rounds, each run with a window "
+        f"{CONFIRM_WINDOW_FACTOR}x as long (at least {CONFIRM_WINDOW_FACTOR * plan.min_steps} "
+        f"steps and {CONFIRM_WINDOW_FACTOR * plan.min_seconds:g} s); pruning on; "
+        f"seed {settings.seed}.",
         f"- Comparisons: each configuration re-measured {settings.rounds} times, interleaved "
         "(order rotated each round); figures are medians; ratios come from the same session.",
     ]

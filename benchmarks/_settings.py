@@ -42,6 +42,9 @@ FIXED_KNOBS: dict[str, Any] = {
     "prefetch_factor": None,
     "persistent_workers": False,
     "channels_last": False,
+    # torch.compile costs 15 s and more per compiled trial on this CPU: a grid over it would
+    # take most of the suite; its own tests measure it (tests/test_compile.py).
+    "compile": "off",
 }
 
 
@@ -65,6 +68,8 @@ class SuiteSettings:
     growth_workload: str
     growth_budgets: tuple[int, ...]
     seed: int = 0
+    #: Seconds the tuner's profile may take (``--profile-seconds``).
+    profile_seconds: float = 40.0
     notes: tuple[str, ...] = field(default=())
 
 
@@ -105,6 +110,7 @@ SMOKE = SuiteSettings(
     repeats=2,
     growth_workload="slow-storage",
     growth_budgets=(1,),
+    profile_seconds=2.0,
     notes=("Smoke run: tiny windows and one round; its figures check the plumbing, not speed.",),
 )
 

@@ -25,6 +25,8 @@ def _measure_workload(grid: WorkloadGrid, settings: SuiteSettings,
         tuner = tune(ctx, db, grid.tuner_trials)
         alternatives = _alternatives.find_alternatives(ctx, grid_outcome, grid.tuner_trials,
                                                        tuner.measured)
+        alternatives.append(_alternatives.plain_search(tune(ctx, db, grid.tuner_trials,
+                                                            profile=False)))
         configs = {TUNER: tuner.config, GRID_BEST: grid_outcome.best()}
         configs.update({a.method: a.config for a in alternatives if a.config is not None})
         comparison = compare(ctx, configs, settings.rounds)

@@ -39,10 +39,11 @@ class TunerOutcome:
         return len(self.timings)
 
 
-def tune(ctx: WorkloadContext, db: Database, n_trials: int) -> TunerOutcome:
-    """One tuning job on the reduced space; wall time includes the probe and confirmation."""
-    log(f"{ctx.name}: tuner, {n_trials} search trials")
-    job_id = create_job(db, ctx.options(n_trials))
+def tune(ctx: WorkloadContext, db: Database, n_trials: int, profile: bool = True) -> TunerOutcome:
+    """One tuning job on the reduced space; wall time includes the probe, the profile (unless
+    ``profile`` is False: the plain search) and confirmation."""
+    log(f"{ctx.name}: tuner, {n_trials} search trials{'' if profile else ', no profile'}")
+    job_id = create_job(db, ctx.options(n_trials, profile))
     started = time.monotonic()
     job = run_job(db, job_id)
     wall = time.monotonic() - started

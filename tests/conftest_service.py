@@ -35,6 +35,10 @@ TESTS = Path(__file__).parent
 FAST_JOB: dict[str, Any] = {
     "n_trials": 3, "min_seconds": 0.3, "min_steps": 3, "warmup_steps": 1,
     "confirm_rounds": 1, "confirm_top": 1,
+    # The profile (about 10 s a job) and torch.compile (15 s and more a compiled trial on this
+    # CPU) have their own tests (test_profile.py, test_compile.py); service tests test the
+    # service.
+    "profile": False, "fixed": {"compile": "off"},
 }
 #: Short, so that a killed worker's job is taken over quickly (heartbeats every 2 s).
 HEARTBEAT_TIMEOUT_S = 6.0

@@ -39,7 +39,7 @@ def test_smoke_suite_writes_every_section_with_numbers(tmp_path: Path) -> None:
     output = tmp_path / "RESULTS.md"
     completed = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--smoke", "--output", str(output)],
-        cwd=ROOT, capture_output=True, text=True, timeout=175,
+        cwd=ROOT, capture_output=True, text=True, timeout=360,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = output.read_text()

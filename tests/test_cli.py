@@ -17,8 +17,10 @@ from sqlalchemy import create_engine, text
 
 from autotune.recommend import validate_recommendation
 
+#: The profile (about 10 s a job) and torch.compile (15 s and more a compiled trial) have their
+#: own tests (test_profile.py, test_compile.py).
 FAST_FLAGS = ["--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1",
-              "--confirm-top", "1", "--confirm-rounds", "1"]
+              "--confirm-top", "1", "--confirm-rounds", "1", "--no-profile", "--fix", "compile=off"]
 
 
 def autotune(

@@ -8,8 +8,10 @@ a worker process runs a job submitted over HTTP while the pages watch it (a runn
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,8 @@ from conftest_service import AUTOTUNE, FAST_JOB, TESTS, Service, clean_env, wait
 from playwright.sync_api import Browser, Page, expect
 
 from autotune.search import study_name_for
+from autotune.store import Trial, open_database
+from autotune.tuner import Reporter, TuneOptions, create_job, run_job
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +35,8 @@ browser = conftest_browser.browser
 TOKEN = "dashboard-test-token-0123456789"
 PLOTS = ("plot-history", "plot-batch", "plot-workers", "plot-memory")
 #: The measurement window of the tests' runs (a second or two per trial).
-FAST_RUN = ["--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1"]
+FAST_RUN = ["--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1", "--no-profile",
+            "--fix", "compile=off"]
 
 
 def run_cli(args: list[str], directory: Path) -> subprocess.CompletedProcess[str]:
@@ -345,3 +350,54 @@ def test_pages_link_their_assets_which_are_cacheable(service: Service) -> None:
         assert client.get("/jobs/0").status_code == 422
         # The shell holds no job data: the script reads it through /v1, with the token.
         assert "tiny" not in shell.text
+
+
+@pytest.fixture(scope="module")
+def moved_job(db_url: str, workdir: Path) -> int:
+    """A job whose first trial ran on every core, resumed by `autotune run --resume` on one:
+    its first trial stays in measurement set 1, the rest of the job is measured as set 2."""
+    class StopAfterFirstTrial(Reporter):
+        def trial_finished(self, trial: Trial) -> None:
+            cancel.set()
+
+    cancel = threading.Event()
+    database = open_database(db_url)
+    try:
+        options = TuneOptions(workload=str(TESTS / "workloads" / "tiny.py"), n_trials=2,
+                              device="cpu", confirm_top=1, confirm_rounds=1, warmup_steps=1,
+                              min_steps=3, min_seconds=0.3)
+        job_id = create_job(database, options, status="running")
+        run_job(database, job_id, StopAfterFirstTrial(), cancel=cancel)
+    finally:
+        database.dispose()
+    first_core = min(os.sched_getaffinity(0))
+    resumed = subprocess.run(
+        [*AUTOTUNE, "run", str(TESTS / "workloads" / "tiny.py"), "--resume", "--job",
+         str(job_id), "--db", db_url, "--out", str(workdir / "moved.json")],
+        cwd=workdir, env=clean_env(), capture_output=True, text=True, timeout=600,
+        preexec_fn=lambda: os.sched_setaffinity(0, {first_core}),
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "measuring anew as set 2" in " ".join(resumed.stdout.split())  # rich wraps it
+    return job_id
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two CPU cores to resume on fewer")
+def test_trials_of_an_earlier_measurement_set_are_listed_marked_and_not_plotted(
+    service: Service, moved_job: int, browser: Browser,
+) -> None:
+    trials = trials_of(service, moved_job)
+    assert api(service, f"/v1/jobs/{moved_job}")["measurement_set"] == 2
+    earlier = [t for t in trials if t["measurement_set"] == 1]
+    current = [t for t in trials if t["measurement_set"] == 2]
+    assert earlier and current
+    page = open_page(browser, f"{service.base_url}/jobs/{moved_job}")
+    assert len(column(page, "#")) == len(trials)
+    assert page.locator("#trials-table tbody tr.earlier-set").count() == len(earlier)
+    marked = [v for v in column(page, "set") if v != "2"]
+    assert marked == ["1 (earlier hardware)"] * len(earlier)
+    expect(page.locator("#earlier-sets")).to_contain_text(f"{len(earlier)} trials ran on other")
+    points = plot_points(page)
+    for plot, count in expected_points(current).items():
+        assert points[plot]["data"] == count, (plot, points[plot], count)

@@ -4,22 +4,34 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
+from conftest import FAST, WORKLOADS
 from optuna.trial import TrialState
+from pydantic import ValidationError
+from sqlalchemy import select
 
+from autotune.errors import ConfigError
 from autotune.search import (
     InfeasibleSet,
     Observation,
-    RelativeToBestPruner,
     SearchState,
+    clearly_slow,
+    enqueue_candidates,
     enqueue_first_trials,
     fail_interrupted_trials,
     make_sampler,
+    open_study,
+    ordinal_params,
     run_search,
+    study_name_for,
 )
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo
+from autotune.store import Trial, open_database
+from autotune.tuner import CONFIRM_WINDOW_FACTOR, TuneOptions, create_job, run_job
 
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 
@@ -147,17 +159,44 @@ def small_space() -> SearchSpace:
     return space
 
 
-def test_duplicates_are_told_their_known_value_without_measuring() -> None:
+def test_a_duplicate_is_closed_as_failed_and_each_measurement_is_told_once() -> None:
     space = small_space()
     study, state, measure, _ = search(space, n_trials=9)
     assert isinstance(study.sampler, optuna.samplers.TPESampler)
     assert len(measure.calls) == len(set(measure.keys)) == state.measured
-    duplicates = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("duplicate")]
+    trials = study.get_trials(deepcopy=False)
+    duplicates = [t for t in trials if "duplicate_of" in t.user_attrs]
     assert duplicates, "the sampler never proposed a configuration twice; the test proves nothing"
     for trial in duplicates:
-        key = space.config_from(trial.params).key()
-        assert trial.state == TrialState.COMPLETE
-        assert trial.value == state.values[key]
+        key = space.config_from_params(trial.params).key()
+        assert trial.user_attrs["duplicate_of"] == key
+        assert key in state.values
+        # FAIL, not PRUNED: TPE reads COMPLETE and PRUNED trials only (a pruned one as a poor
+        # result), so a repeated proposal adds nothing to its model.
+        assert trial.state == TrialState.FAIL and trial.value is None
+    # Every measured configuration is one COMPLETE value in the study, that measurement's.
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    told = [space.config_from_params(t.params).key() for t in complete]
+    assert sorted(told) == sorted(measure.keys)
+    for trial in complete:
+        assert trial.value == state.values[space.config_from_params(trial.params).key()]
+
+
+def test_an_infeasible_configuration_is_told_as_pruned_once() -> None:
+    space = SearchSpace(CPU, TOKENS, fixed={"amp": "off", "prefetch_factor": 2,
+                                            "persistent_workers": False},
+                        ranges={"batch_size": "128,256,512", "num_workers": "0,2"})
+    study = new_study(space, 5)
+    state = SearchState(InfeasibleSet())
+    state.infeasible.add(Config(batch_size=256))
+    run_search(study, space, state, FakeMeasure(), 3)  # 3 of 6 configurations are ruled out
+    skipped = [t for t in study.get_trials(deepcopy=False) if "skipped" in t.user_attrs]
+    keys = [space.config_from_params(t.params).key() for t in skipped]
+    assert keys and len(keys) == len(set(keys)) == state.skipped
+    assert all(t.state == TrialState.PRUNED for t in skipped)
+    repeats = [t for t in study.get_trials(deepcopy=False)
+               if t.user_attrs.get("duplicate_of") in set(keys)]
+    assert all(t.state == TrialState.FAIL for t in repeats)
 
 
 def test_a_space_just_larger_than_the_budget_gets_the_whole_budget() -> None:
@@ -265,6 +304,166 @@ def test_brute_force_search_ends_by_exhaustion_without_duplicates(extra: int) ->
     assert state.exhausted
 
 
+# -- ordered knobs ---------------------------------------------------------------------------
+
+
+def test_ordered_knobs_are_asked_as_integer_indices() -> None:
+    space = SearchSpace(CPU, IMAGES)
+    study, _, measure, _ = search(space, n_trials=12)
+    assert ordinal_params(study)
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        for name in ("batch_size", "num_workers"):
+            distribution = trial.distributions[f"{name}_index"]
+            assert isinstance(distribution, optuna.distributions.IntDistribution)
+            assert (distribution.low, distribution.high) == (0, len(space.choices[name]) - 1)
+            assert name not in trial.params
+        assert isinstance(trial.distributions["amp"], optuna.distributions.CategoricalDistribution)
+        if trial.params["num_workers_index"] > 0:
+            assert "prefetch_factor_index" in trial.params
+        else:
+            assert "prefetch_factor_index" not in trial.params
+    assert len(measure.calls) == 12
+
+
+# -- queued configurations -------------------------------------------------------------------
+
+
+def test_enqueue_candidates_skips_known_outside_and_infeasible() -> None:
+    space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "64..512", "num_workers": "0,2,4"})
+    study = new_study(space, 20)
+    enqueue_first_trials(study, space)
+    state = SearchState(InfeasibleSet())
+    state.infeasible.add(Config(batch_size=256))
+    state.values[Config(batch_size=64, num_workers=4).key()] = 1.0  # measured outside Optuna
+    wanted = Config(batch_size=128, num_workers=4, prefetch_factor=4, amp="bf16")
+    candidates = [
+        wanted,
+        wanted,  # twice in the list
+        space.checklist(),  # already waiting
+        Config(batch_size=64, num_workers=4),  # already measured
+        Config(batch_size=512, num_workers=4),  # needs more memory than an OOM
+        Config(batch_size=128, num_workers=3),  # not in the space
+        Config(batch_size=96, num_workers=2, persistent_workers=True),
+    ]
+    queued = enqueue_candidates(study, space, candidates, "predicted", state)
+    assert queued == [wanted, Config(batch_size=96, num_workers=2, persistent_workers=True,
+                                     prefetch_factor=2)]
+    # Queued again, as a resumed job would: nothing is added.
+    assert enqueue_candidates(study, space, candidates, "predicted", state) == []
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    # The baseline (batch 32) lies off this grid: it is measured apart, never queued.
+    assert [t.user_attrs["phase"] for t in waiting] == ["checklist", "predicted", "predicted"]
+
+    # They are measured next, in order, as themselves; once measured they are not queued again.
+    measure = FakeMeasure()
+    run_search(study, space, state, measure, state.measured + 3)
+    assert [c for c, _, _ in measure.calls] == [space.checklist(), *queued]
+    assert [phase for _, phase, _ in measure.calls[1:]] == ["predicted", "predicted"]
+    assert enqueue_candidates(study, space, queued, "predicted", state) == []
+    assert enqueue_candidates(study, space, queued, "predicted") == []  # the study alone knows
+
+
+def test_enqueue_candidates_on_a_resumed_study_queues_nothing_twice(tmp_path: Path) -> None:
+    space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "64..512"})
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    prior = [Config(batch_size=192, num_workers=6, prefetch_factor=2, amp="bf16"),
+             Config(batch_size=384)]
+    study = open_study(url, 1, space, 20, 0)
+    enqueue_first_trials(study, space)
+    assert enqueue_candidates(study, space, prior, "predicted") == prior
+    measure = FakeMeasure()
+    run_search(study, space, SearchState(InfeasibleSet()), measure, 2)  # checklist, prior[0]
+    study = open_study(url, 1, space, 20, 0)  # a new process resumes the job
+    assert enqueue_candidates(study, space, prior, "predicted") == []
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    assert [space.config_from_params(t.system_attrs["fixed_params"]) for t in waiting] == [
+        prior[1]]
+
+
+def test_a_study_resumed_with_other_knob_values_is_refused(tmp_path: Path) -> None:
+    # Its indices would name other values: batch_size_index 2 meant 256 and would mean 192.
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "64,128,256"})
+    run_search(open_study(url, 1, space, 20, 0), space, SearchState(InfeasibleSet()),
+               FakeMeasure(), 2)
+    assert ordinal_params(open_study(url, 1, space, 20, 0))  # the same space resumes
+    other = SearchSpace(CPU, IMAGES, ranges={"batch_size": "64,128,192,256"})
+    with pytest.raises(ConfigError, match=r"search space changed since this study started "
+                                          r"\(values of batch_size\).*submit a new job"):
+        open_study(url, 1, other, 20, 0)
+
+
+# -- studies created before ordered knobs ---------------------------------------------------
+
+
+def suggest_categorical(space: SearchSpace, trial: optuna.trial.BaseTrial) -> Config:
+    """How configurations were asked before ordered knobs: every knob a category."""
+    values: dict[str, Any] = {}
+    for name, choices in space.searched.items():
+        if name not in ("prefetch_factor", "persistent_workers"):
+            values[name] = trial.suggest_categorical(name, list(choices))
+    if values.get("num_workers", space.choices["num_workers"][0]) > 0:
+        for name in ("prefetch_factor", "persistent_workers"):
+            if name in space.searched:
+                values[name] = trial.suggest_categorical(name, list(space.searched[name]))
+    return space.config_from(values)
+
+
+def old_study(
+    space: SearchSpace, url: str, n_trials: int, measured: int
+) -> tuple[SearchState, list[str]]:
+    """A study as the earlier code left it: measured trials, one running, categorical params."""
+    study = optuna.create_study(storage=url, study_name=study_name_for(1), direction="maximize",
+                                sampler=make_sampler(space, n_trials, 0))
+    baseline = space.baseline()
+    study.enqueue_trial({"batch_size": baseline.batch_size, "num_workers": 0,
+                         "amp": baseline.amp, "channels_last": baseline.channels_last},
+                        user_attrs={"phase": "baseline"})
+    state = SearchState(InfeasibleSet())
+    for _ in range(measured):
+        trial = study.ask()
+        config = suggest_categorical(space, trial)
+        if config.key() in state.values:
+            study.tell(trial, state.values[config.key()])  # what the earlier code told
+            continue
+        state.values[config.key()] = throughput(config)
+        state.measured += 1
+        study.tell(trial, state.values[config.key()])
+    interrupted = suggest_categorical(space, study.ask())  # left running by a dead process
+    return state, [*state.values, interrupted.key()]
+
+
+@pytest.mark.parametrize("n_trials", [10, 1000])  # TPE, then exhaustive
+def test_a_study_created_with_categorical_params_resumes(tmp_path: Path, n_trials: int) -> None:
+    space = SearchSpace(CPU, TOKENS, fixed={"amp": "off"},
+                        ranges={"batch_size": "16,32,64", "num_workers": "0,2"})
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    state, seen = old_study(space, url, n_trials, measured=4)
+    interrupted = seen[-1]
+
+    study = open_study(url, 1, space, n_trials, 0)
+    assert not ordinal_params(study)  # it keeps the parameters its trials have
+    stale = fail_interrupted_trials(study)
+    assert [space.config_from_params(t.params).key() for t in stale] == [interrupted]
+    retried = interrupted not in state.values
+    if retried:  # as the job does
+        study.enqueue_trial(stale[0].params, user_attrs={"phase": "search"})
+    assert enqueue_candidates(study, space, [Config(batch_size=64, num_workers=2)], "predicted",
+                              state) in ([], [Config(batch_size=64, num_workers=2,
+                                                     prefetch_factor=2)])
+    measure = FakeMeasure()
+    run_search(study, space, state, measure, n_trials)
+    assert measure.keys[0] == interrupted or not retried
+    assert not set(measure.keys) & set(seen[:-1]), "a configuration was measured twice"
+    assert len(set(measure.keys)) == len(measure.keys)
+    assert all(space.contains(c) for c, _, _ in measure.calls)
+    for trial in study.get_trials(deepcopy=False):
+        assert not any(name.endswith("_index") for name in trial.params)
+    if n_trials >= space.size():
+        assert state.exhausted
+        assert set(state.values) == {c.key() for c in space.all_configs()}
+
+
 # -- resuming --------------------------------------------------------------------------------
 
 
@@ -328,53 +527,63 @@ def test_fail_interrupted_trials_closes_running_ones() -> None:
 # -- pruning ---------------------------------------------------------------------------------
 
 
-def pruning_study(finished: list[float]) -> optuna.Study:
-    study = optuna.create_study(
-        direction="maximize",
-        pruner=RelativeToBestPruner(ratio=0.5, min_completed=3, min_reports=2),
-    )
-    for value in finished:
-        study.add_trial(optuna.trial.create_trial(value=value))
-    return study
-
-
-def should_prune(study: optuna.Study, reports: list[float]) -> bool:
-    trial = study.ask()
-    for step, value in enumerate(reports):
-        trial.report(value, step)
-    return trial.should_prune()
-
-
-def test_pruner_prunes_only_below_ratio_of_best() -> None:
-    study = pruning_study([100.0, 80.0, 60.0])
-    assert should_prune(study, [90.0, 49.0])
-    assert not should_prune(study, [90.0, 50.0])
-    assert not should_prune(study, [10.0, 60.0])
+def test_clearly_slow_prunes_only_below_ratio_of_best() -> None:
+    finished = [100.0, 80.0, 60.0]
+    assert clearly_slow([90.0, 49.0], finished)
+    assert not clearly_slow([90.0, 50.0], finished)
+    assert not clearly_slow([10.0, 60.0], finished)
     # Only the latest report counts.
-    assert should_prune(study, [60.0, 10.0])
+    assert clearly_slow([60.0, 10.0], finished)
 
 
-def test_pruner_waits_for_min_completed() -> None:
-    assert not should_prune(pruning_study([100.0, 80.0]), [1.0, 1.0])
-    # Failed configurations (value 0) are not completed measurements.
-    assert not should_prune(pruning_study([100.0, 0.0, 0.0]), [1.0, 1.0])
-    assert should_prune(pruning_study([100.0, 0.0, 1.0, 2.0]), [1.0, 1.0])
+def test_clearly_slow_waits_for_min_completed_and_min_reports() -> None:
+    assert not clearly_slow([1.0, 1.0], [100.0, 80.0])
+    assert clearly_slow([1.0, 1.0], [100.0, 80.0, 60.0])
+    assert not clearly_slow([], [100.0, 80.0, 60.0])
+    assert not clearly_slow([1.0], [100.0, 80.0, 60.0])
 
 
-def test_pruner_waits_for_min_reports() -> None:
-    study = pruning_study([100.0, 80.0, 60.0])
-    assert not should_prune(study, [])
-    assert not should_prune(study, [1.0])
-    assert should_prune(study, [1.0, 1.0])
+def test_the_job_study_has_no_pruner(tmp_path: Path) -> None:
+    # Pruning is decided in memory while a trial runs (nothing reads the storage during a
+    # timed window); a pruner on the study would never be asked, so there is none.
+    space = SearchSpace(CPU, IMAGES)
+    study = open_study(f"sqlite:///{tmp_path / 'study.db'}", 1, space, 10, 0)
+    assert isinstance(study.pruner, optuna.pruners.NopPruner)
 
 
-def test_pruning_rule_runs_on_values_in_memory() -> None:
-    # The tuner reads the finished values before a trial starts and applies this rule to the
-    # trial's progress reports in memory: no storage is touched while a window is timed.
-    from autotune.search import clearly_slow
+# -- short windows screen, longer windows decide ---------------------------------------------
 
-    finished = [100.0, 120.0, 90.0]
-    assert clearly_slow([40.0, 45.0], finished)
-    assert not clearly_slow([40.0, 65.0], finished)  # the latest report decides
-    assert not clearly_slow([10.0], finished)  # one report is too few to judge
-    assert not clearly_slow([10.0, 10.0], finished[:2])  # too few finished trials
+
+def test_confirm_plan_is_longer_than_the_search_plan() -> None:
+    options = TuneOptions(workload="builtin:image-cnn", min_seconds=2.0, min_steps=5)
+    search_plan, confirm_plan = options.measure_plan(), options.confirm_plan()
+    assert confirm_plan.min_seconds == CONFIRM_WINDOW_FACTOR * search_plan.min_seconds
+    assert confirm_plan.min_steps == CONFIRM_WINDOW_FACTOR * search_plan.min_steps
+    assert confirm_plan.warmup_steps == search_plan.warmup_steps
+    assert confirm_plan.seed == search_plan.seed
+    chosen = TuneOptions(workload="builtin:image-cnn", min_seconds=2.0, confirm_seconds=10.0)
+    assert chosen.confirm_plan().min_seconds == 10.0
+    with pytest.raises(ValidationError, match="confirmation window .* is shorter than"):
+        TuneOptions(workload="builtin:image-cnn", min_seconds=2.0, confirm_seconds=1.0)
+
+
+def test_confirmation_runs_use_the_longer_window(tmp_path: Path) -> None:
+    db = open_database(str(tmp_path / "jobs.db"))
+    try:
+        options = TuneOptions(workload=str(WORKLOADS / "tiny.py"), n_trials=3, device="cpu",
+                              confirm_rounds=1, confirm_top=1, profile=False, **FAST)
+        job = run_job(db, create_job(db, options, status="running"))
+        assert job.status == "succeeded"
+        assert job.options["confirm_seconds"] is None  # stored as given: the default factor
+        with db.session() as session:
+            trials = [(t.phase, t.window_s, t.steps) for t in session.scalars(select(Trial))]
+    finally:
+        db.dispose()
+    confirm_plan = options.confirm_plan()
+    searched = [t for t in trials if t[0] != "confirm"]
+    confirmed = [t for t in trials if t[0] == "confirm"]
+    assert len(searched) == 3 and len(confirmed) == 2  # the best candidate and the baseline
+    for _, window_s, steps in confirmed:
+        assert window_s >= confirm_plan.min_seconds and steps >= confirm_plan.min_steps
+    for _, window_s, _ in searched:
+        assert window_s < confirm_plan.min_seconds

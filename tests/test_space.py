@@ -7,6 +7,8 @@ from typing import Any
 
 import optuna
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from autotune.errors import ConfigError
@@ -29,11 +31,11 @@ CPU_BF16 = DeviceInfo(
 )
 AMPERE = DeviceInfo(
     type="cuda", name="test A100", memory_bytes=80 * 2**30, index=0, bf16_supported=True,
-    bf16_native=True, compute_capability=(8, 0), cpu_count=8,
+    bf16_native=True, compute_capability=(8, 0), cpu_count=8, compile_unavailable=None,
 )
 VOLTA = DeviceInfo(
     type="cuda", name="test V100", memory_bytes=16 * 2**30, index=0, bf16_supported=False,
-    compute_capability=(7, 0), cpu_count=8,
+    compute_capability=(7, 0), cpu_count=8, compile_unavailable=None,
 )
 IMAGES = WorkloadInfo(name="images", dataset_length=50_000, input_batch_ndim=4, batch_size=32)
 TOKENS = WorkloadInfo(name="tokens", dataset_length=50_000, input_batch_ndim=2, batch_size=32)
@@ -201,7 +203,8 @@ def test_size_by_hand() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
-def test_suggest_covers_exactly_the_enumerated_space() -> None:
+@pytest.mark.parametrize("ordinal", [True, False])
+def test_suggest_covers_exactly_the_enumerated_space(ordinal: bool) -> None:
     space = SearchSpace(
         CPU_BF16, IMAGES,
         ranges={"batch_size": "8,16", "num_workers": "0,2", "prefetch_factor": "2,4"},
@@ -211,9 +214,9 @@ def test_suggest_covers_exactly_the_enumerated_space() -> None:
     seen: list[str] = []
 
     def objective(trial: optuna.Trial) -> float:
-        config = space.suggest(trial)
+        config = space.suggest(trial, ordinal)
         assert space.contains(config)
-        assert space.config_from(space.params_of(config)) == config
+        assert space.config_from_params(space.params_of(config, ordinal)) == config
         seen.append(config.key())
         return 0.0
 
@@ -221,6 +224,64 @@ def test_suggest_covers_exactly_the_enumerated_space() -> None:
     study.optimize(objective, n_trials=3 * len(expected))
     assert len(seen) == len(set(seen)) == len(expected)
     assert set(seen) == expected
+    names = {name for trial in study.trials for name in trial.params}
+    assert ("batch_size_index" in names) is ordinal and ("batch_size" in names) is not ordinal
+
+
+# -- ordered knobs as indices ----------------------------------------------------------------
+
+
+def test_ordered_knobs_index_their_own_values_ascending() -> None:
+    # Values beyond the global grid (as a profile may add) and in any order given.
+    space = SearchSpace(CPU, TOKENS, ranges={"num_workers": "24,0,5,48,2",
+                                             "batch_size": "256,64,128"})
+    assert space.ordered_values("num_workers") == (0, 2, 5, 24, 48)
+    assert space.ordered_values("batch_size") == (64, 128, 256)
+    assert space.ordered_values("amp") is None and space.ordered_values("pin_memory") is None
+    config = Config(batch_size=128, num_workers=24, prefetch_factor=4)
+    params = space.params_of(config)
+    assert params["num_workers_index"] == 3 and params["batch_size_index"] == 1
+    assert params["prefetch_factor_index"] == KNOBS["prefetch_factor"].values.index(4)
+    assert space.config_from_params(params) == config.normalized()
+    # A study written before ordered knobs names the values themselves.
+    assert space.config_from_params({"batch_size": 128, "num_workers": 24,
+                                     "prefetch_factor": 4}) == config.normalized()
+
+
+def test_an_index_outside_the_space_is_refused_in_one_sentence() -> None:
+    space = SearchSpace(CPU, TOKENS, ranges={"batch_size": "64,128"})
+    with pytest.raises(ConfigError, match=r"batch_size_index=5 lies outside this job's 2 values"):
+        space.config_from_params({"batch_size_index": 5})
+
+
+_SMALL = st.fixed_dictionaries({
+    "device": st.sampled_from([CPU, CPU_BF16, AMPERE]),
+    "workload": st.sampled_from([IMAGES, TOKENS]),
+    "batch_size": st.lists(st.sampled_from([8, 16, 24, 64, 96, 256, 512]), min_size=1,
+                           max_size=4, unique=True),
+    "num_workers": st.lists(st.sampled_from([0, 1, 3, 5, 8, 24, 40]), min_size=1, max_size=3,
+                            unique=True),
+    "prefetch_factor": st.lists(st.sampled_from([1, 2, 3, 16]), min_size=1, max_size=3,
+                                unique=True),
+})
+
+
+@settings(max_examples=60, deadline=None)
+@given(_SMALL)
+def test_every_configuration_round_trips_through_its_params(drawn: dict[str, Any]) -> None:
+    fixed = {"cudnn_benchmark": True, "tf32": True, "pin_memory": True} \
+        if drawn["device"].is_cuda else {}
+    ranges = {name: ",".join(map(str, drawn[name]))
+              for name in ("batch_size", "num_workers", "prefetch_factor")}
+    space = SearchSpace(drawn["device"], drawn["workload"], fixed=fixed, ranges=ranges)
+    configs = list(space.all_configs())
+    assert len(configs) == len({c.key() for c in configs}) == space.size()
+    for config in configs:
+        for ordinal in (True, False):
+            params = space.params_of(config, ordinal)
+            assert space.config_from_params(params) == config
+            # What suggest asks for, answered with these params, is the same configuration.
+            assert space.suggest(optuna.trial.FixedTrial(params), ordinal) == config
 
 
 # -- --fix values ----------------------------------------------------------------------------

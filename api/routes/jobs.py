@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.orm import Session
 
 from autotune import service
 from autotune.errors import WorkloadError
@@ -13,7 +14,7 @@ from autotune.service import WorkloadCatalog
 from autotune.store import Job
 from autotune.tuner import TuneOptions, create_job
 
-from ..deps import CatalogDep, DatabaseDep, SessionDep, WriteSessionDep
+from ..deps import CatalogDep, DatabaseDep, SessionDep, SettingsDep, WriteSessionDep
 from ..schemas import (
     ErrorPublic,
     JobCreate,
@@ -23,6 +24,7 @@ from ..schemas import (
     TrialPublic,
     TrialsPublic,
 )
+from ..settings import Settings
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -36,14 +38,22 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {
 }
 
 
-def job_public(job: Job, progress: service.Progress, catalog: WorkloadCatalog) -> JobPublic:
+def job_public(
+    job: Job, progress: service.Progress, catalog: WorkloadCatalog, live: dict[str, int]
+) -> JobPublic:
+    """The job as the API shows it; ``live``: the device classes of the live workers."""
     return JobPublic.model_validate({
         **{name: getattr(job, name) for name in JobPublic.model_fields if hasattr(job, name)},
         "workload": catalog.name_of(job.workload),
         "options": {**job.options, "workload": catalog.name_of(job.workload)},
         "progress": progress,
         "recommendation_ready": job.recommendation is not None,
+        "waiting_for": service.waiting_for(job, live),
     }, from_attributes=True)
+
+
+def _live(session: Session, settings: Settings) -> dict[str, int]:
+    return service.live_device_classes(session, settings.heartbeat_timeout_s)
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic, responses={
@@ -51,7 +61,8 @@ def job_public(job: Job, progress: service.Progress, catalog: WorkloadCatalog) -
     413: {"model": ErrorPublic, "description": "The body is larger than the server allows."},
 })
 def submit_job(
-    body: JobCreate, response: Response, database: DatabaseDep, catalog: CatalogDep
+    body: JobCreate, response: Response, database: DatabaseDep, catalog: CatalogDep,
+    settings: SettingsDep,
 ) -> JobPublic:
     """Queue a tuning job; a worker picks it up. Poll the ``Location`` for its progress."""
     try:
@@ -66,13 +77,15 @@ def submit_job(
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     with database.session() as session:
         job = service.get_job(session, job_id)
-        return job_public(job, service.progress(session, [job])[job_id], catalog)
+        return job_public(job, service.progress(session, [job])[job_id], catalog,
+                          _live(session, settings))
 
 
 @router.get("", response_model=JobsPublic)
 def list_jobs(
     session: SessionDep,
     catalog: CatalogDep,
+    settings: SettingsDep,
     status_: Annotated[JobStatus | None, Query(alias="status")] = None,
     offset: Offset = 0,
     limit: Limit = 50,
@@ -80,24 +93,30 @@ def list_jobs(
     """Jobs, newest first; ``status`` keeps only jobs in that state."""
     page = service.list_jobs(session, status_, offset, limit)
     progress = service.progress(session, page.items)
+    live = _live(session, settings)
     return JobsPublic(
-        data=[job_public(job, progress[job.id], catalog) for job in page.items],
+        data=[job_public(job, progress[job.id], catalog, live) for job in page.items],
         count=page.count,
     )
 
 
 @router.get("/{job_id}", response_model=JobPublic, responses=NOT_FOUND)
-def read_job(job_id: JobId, session: SessionDep, catalog: CatalogDep) -> JobPublic:
-    """Status, progress (trials done of the budget, best so far), timestamps and error."""
+def read_job(
+    job_id: JobId, session: SessionDep, catalog: CatalogDep, settings: SettingsDep
+) -> JobPublic:
+    """Status, progress (trials done of the budget, best so far), timestamps and error; for a
+    queued job no live worker can take, ``waiting_for`` says why."""
     job = service.get_job(session, job_id)
-    return job_public(job, service.progress(session, [job])[job_id], catalog)
+    return job_public(job, service.progress(session, [job])[job_id], catalog,
+                      _live(session, settings))
 
 
 @router.get("/{job_id}/trials", response_model=TrialsPublic, responses=NOT_FOUND)
 def read_trials(
     job_id: JobId, session: SessionDep, offset: Offset = 0, limit: Limit = 50
 ) -> TrialsPublic:
-    """Every measured trial of the job, in the order they ran, with all stored fields."""
+    """Every measured trial of the job, in the order they ran, with all stored fields; trials
+    of an earlier ``measurement_set`` than the job's ran on other hardware and are not ranked."""
     page = service.list_trials(session, job_id, offset, limit)
     return TrialsPublic(
         data=[TrialPublic.model_validate(trial) for trial in page.items], count=page.count
@@ -122,8 +141,11 @@ def read_recommendation(job_id: JobId, session: SessionDep) -> dict[str, Any]:
     responses={**NOT_FOUND, 409: {"model": ErrorPublic,
                                   "description": "The job already succeeded or failed."}},
 )
-def cancel_job(job_id: JobId, session: WriteSessionDep, catalog: CatalogDep) -> JobPublic:
+def cancel_job(
+    job_id: JobId, session: WriteSessionDep, catalog: CatalogDep, settings: SettingsDep
+) -> JobPublic:
     """Cancel a job: a queued one at once; a running one stops its trial within seconds."""
     job = service.request_cancel(session, job_id)
-    return job_public(job, service.progress(session, [job])[job_id], catalog)
+    return job_public(job, service.progress(session, [job])[job_id], catalog,
+                      _live(session, settings))
 

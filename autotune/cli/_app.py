@@ -21,6 +21,7 @@ from autotune.measure import MeasurePlan
 from autotune.space import check_knob_settings, parse_assignments
 from autotune.store import Database, Job, TrialRecord, open_database
 from autotune.tuner import TuneOptions, bench, create_job, read_config, run_job
+from autotune.tuner._options import DEFAULT_COMPILE_TIMEOUT_S
 from autotune.workload import builtin_names, parse_ref
 
 app = typer.Typer(
@@ -43,6 +44,18 @@ TimeoutOption = Annotated[float, typer.Option(help="Seconds one trial may take."
 MinSecondsOption = Annotated[float, typer.Option(help="Shortest timed window (s).")]
 MinStepsOption = Annotated[int, typer.Option(help="Fewest timed steps.")]
 WarmupStepsOption = Annotated[int, typer.Option(help="Fewest untimed warm-up steps.")]
+EpochsOption = Annotated[int | None, typer.Option(
+    help="Your run's length in epochs (default 1); torch.compile's time is charged against it.")]
+StepsOption = Annotated[int | None, typer.Option(
+    help="Your run's length in optimizer steps at the baseline's batch, instead of --epochs.")]
+CompileTimeoutOption = Annotated[float, typer.Option(
+    help="Seconds a trial that compiles may take beyond --timeout.")]
+
+
+def _run_length(epochs: int | None, steps: int | None) -> None:
+    if epochs is not None and steps is not None:
+        raise ConfigError(f"--epochs {epochs} and --steps {steps} both give the run's length; "
+                          "pass one of them")
 
 
 def _options(**values: Any) -> TuneOptions:
@@ -73,6 +86,14 @@ def _find_resumable(db: Database, workload: str, job_id: int | None) -> int:
             raise ConfigError(f"nothing to resume for {workload} in {db.shown_url}; run without "
                               "--resume to start a job")
         return job.id
+
+
+def _set_option(db: Database, job_id: int, name: str, value: Any) -> None:
+    """Change one stored option of a job about to be resumed."""
+    with db.session(immediate=True) as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        job.options = {**job.options, name: value}
 
 
 def _write_json(path: Path, document: dict[str, Any]) -> None:
@@ -113,10 +134,24 @@ def run(
     warmup_steps: WarmupStepsOption = _PLAN.warmup_steps,
     confirm_top: Annotated[int, typer.Option(help="Best candidates to re-measure.")] = 3,
     confirm_rounds: Annotated[int, typer.Option(help="Re-measurements of each.")] = 3,
+    confirm_seconds: Annotated[float | None, typer.Option(
+        help="Shortest timed window of a re-measurement (default: 3 x --min-seconds).")] = None,
     prune: Annotated[bool, typer.Option(help="Stop clearly slow trials early.")] = True,
+    epochs: EpochsOption = None,
+    steps: StepsOption = None,
+    compile_timeout: CompileTimeoutOption = DEFAULT_COMPILE_TIMEOUT_S,
+    profile: Annotated[bool, typer.Option(
+        help="Profile the step and the loader alone first and seed the search with the "
+             "predicted best configurations (--no-profile: the plain search).")] = True,
+    profile_seconds: Annotated[float, typer.Option(
+        help="Seconds the profile may spend measuring (half step, half loader).")] = 40.0,
     resume: Annotated[bool, typer.Option(
         help="Continue the last unfinished job of this workload.")] = False,
     job: Annotated[int | None, typer.Option(help="With --resume: the job to continue.")] = None,
+    on_new_hardware: Annotated[str | None, typer.Option(
+        help="When a job resumes on other hardware or software: fresh (measure anew, keep the "
+             "old trials apart) or refuse (fail). Default: the job's own, fresh for a new job."
+    )] = None,
     debug: DebugOption = False,
 ) -> None:
     """Search the knobs for WORKLOAD and write the recommended configuration."""
@@ -125,16 +160,22 @@ def run(
     ranges = parse_assignments(range_ or [], "--range")
     baseline_values = parse_assignments(baseline or [], "--baseline")
     check_knob_settings(fixed, ranges, baseline_values)
+    _run_length(epochs, steps)
     options = _options(
         workload=workload, n_trials=trials, time_budget_s=time_budget, trial_timeout_s=timeout,
         max_memory=max_memory, fixed=fixed, ranges=ranges, baseline=baseline_values,
         effective_batch=effective_batch, device=device, seed=seed, warmup_steps=warmup_steps,
         min_steps=min_steps, min_seconds=min_seconds, confirm_top=confirm_top,
-        confirm_rounds=confirm_rounds, prune=prune,
+        confirm_rounds=confirm_rounds, confirm_seconds=confirm_seconds, prune=prune,
+        epochs=epochs, steps=steps, compile_timeout_s=compile_timeout,
+        on_new_hardware=on_new_hardware or "fresh",
+        profile=profile, profile_seconds=profile_seconds,
     )
     database = open_database(db)
     if resume:
         job_id = _find_resumable(database, workload, job)
+        if on_new_hardware is not None:
+            _set_option(database, job_id, "on_new_hardware", options.on_new_hardware)
         console.print(f"resuming job {job_id}")
     else:
         job_id = create_job(database, options, status="running")
@@ -173,6 +214,7 @@ def bench_command(
     min_seconds: MinSecondsOption = _PLAN.min_seconds,
     min_steps: MinStepsOption = _PLAN.min_steps,
     warmup_steps: WarmupStepsOption = _PLAN.warmup_steps,
+    compile_timeout: CompileTimeoutOption = DEFAULT_COMPILE_TIMEOUT_S,
     debug: DebugOption = False,
 ) -> None:
     """Re-measure one configuration of WORKLOAD in fresh processes."""
@@ -180,7 +222,7 @@ def bench_command(
     chosen = read_config(config)
     options = _options(workload=workload, device=device, max_memory=max_memory,
                        trial_timeout_s=timeout, min_seconds=min_seconds, min_steps=min_steps,
-                       warmup_steps=warmup_steps)
+                       warmup_steps=warmup_steps, compile_timeout_s=compile_timeout)
     from autotune.cli._progress import RichReporter
 
     job = bench(open_database(db), options, chosen, repeats, RichReporter(console))
@@ -193,6 +235,10 @@ def bench_command(
         speeds[len(speeds) // 2 - 1:len(speeds) // 2 + 1]) / 2
     console.print(f"job {job.id}: median {median:,.1f} samples/s over {len(speeds)} usable runs "
                   f"(min {speeds[0]:,.1f}, max {speeds[-1]:,.1f})")
+    compile_times = sorted(run.compile_s for run in runs if run.usable and run.compile_s)
+    if compile_times:
+        console.print(f"torch.compile took {compile_times[len(compile_times) // 2]:,.1f} s "
+                      "(median) before that steady state, not counted in it")
 
 
 @app.command()

@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from autotune.predict import Profile
+from autotune.recommend import ceiling_numbers
 from autotune.runner import ProbeResult
 from autotune.space import Config, SearchSpace
 from autotune.store import Job, Trial
@@ -17,7 +19,7 @@ _SHORT = {
     "batch_size": "bs", "num_workers": "workers", "prefetch_factor": "prefetch",
     "persistent_workers": "persistent", "pin_memory": "pin", "device_prefetch": "dev-prefetch",
     "channels_last": "channels_last", "cudnn_benchmark": "cudnn_bench", "tf32": "tf32",
-    "amp": "amp", "grad_accum_steps": "accum",
+    "amp": "amp", "grad_accum_steps": "accum", "compile": "compile",
 }
 
 
@@ -39,6 +41,8 @@ def mib(value: int | None) -> str:
 
 
 def _outcome_text(trial: Trial) -> str:
+    if trial.pruned and trial.pruned_during_warmup:
+        return "[yellow]pruned[/] during warm-up (far slower than the best)"
     if trial.pruned:
         return "[yellow]pruned[/] (clearly slower than the best)"
     if trial.outcome == "ok" and trial.within_budget is False:
@@ -60,6 +64,17 @@ class RichReporter(Reporter):
         )
         self.task: Any = None
 
+    def profiled(self, profile: Profile) -> None:
+        numbers = ceiling_numbers(profile)
+        if numbers is None:
+            return
+        extra = (f"; searching {', '.join(map(str, profile.extra_workers))} workers too"
+                 if profile.extra_workers else "")
+        self.console.print(f"profile ({profile.duration_s:.0f} s): {numbers}{extra}")
+
+    def profile_failed(self, reason: str) -> None:
+        self.console.print(f"no profile, plain search: {reason}", style="yellow")
+
     def job_started(self, job: Job, probe: ProbeResult, space: SearchSpace) -> None:
         device = probe.device
         self.console.print(
@@ -72,6 +87,13 @@ class RichReporter(Reporter):
             self.console.print(f"  fixed: {name}={value}", style="dim")
         self.progress.start()
 
+    def measurement_set_started(self, measurement_set: int, changes: list[str]) -> None:
+        self.console.print(
+            f"  this device differs from the one measured so far ({', '.join(changes)}): "
+            f"measuring anew as set {measurement_set}; the earlier trials are kept, not ranked",
+            highlight=False,
+        )
+
     def phase_started(self, phase: str, total: int) -> None:
         if self.task is not None:
             self.progress.remove_task(self.task)
@@ -81,9 +103,10 @@ class RichReporter(Reporter):
 
     def trial_finished(self, trial: Trial) -> None:
         speed = f"{trial.samples_per_s:,.1f} samples/s" if trial.samples_per_s else "-"
+        compiled = f"  compile {trial.compile_s:,.1f} s" if trial.compile_s is not None else ""
         self.console.print(
             f"#{trial.number:<3} {trial.phase:<9} {speed:>18}  peak {mib(trial.peak_memory_bytes)}"
-            f"  {describe_config(trial.config)}  {_outcome_text(trial)}",
+            f"{compiled}  {describe_config(trial.config)}  {_outcome_text(trial)}",
             highlight=False,
         )
         if self.task is not None:
@@ -115,6 +138,8 @@ def summary_table(document: dict[str, Any]) -> Table:
                   describe_config(document["config"]))
     for label, key, kind in (
         ("samples/s (median)", "samples_per_s", "speed"),
+        ("samples/s over the run", "run_samples_per_s", "speed"),
+        ("torch.compile s", "compile_s", "ms"),
         ("step time ms (median)", "step_time_ms", "ms"),
         ("peak memory", "peak_memory_bytes", "mem"),
         ("peak host memory", "peak_host_memory_bytes", "mem"),

@@ -113,6 +113,16 @@ def submit(
         help="Seconds the whole search may take.")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu or cuda[:N].")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the sampler and trials.")] = None,
+    epochs: Annotated[int | None, typer.Option(
+        help="Your run's length in epochs (default 1), for torch.compile's time.")] = None,
+    steps: Annotated[int | None, typer.Option(
+        help="Your run's length in optimizer steps, instead of --epochs.")] = None,
+    device_class: Annotated[str | None, typer.Option(
+        help="Run only on this device class, as `autotune devices` lists them "
+             "('cuda: NVIDIA H100 80GB HBM3').")] = None,
+    on_new_hardware: Annotated[str | None, typer.Option(
+        help="If the job resumes on other hardware or software: fresh (measure anew, keep the "
+             "old trials apart; the default) or refuse (fail).")] = None,
     server: ServerOption = DEFAULT_SERVER,
     token: TokenOption = None,
 ) -> None:
@@ -120,7 +130,8 @@ def submit(
     body: dict[str, Any] = {
         "workload": workload, "n_trials": trials, "effective_batch": effective_batch,
         "max_memory": max_memory, "trial_timeout_s": timeout, "time_budget_s": time_budget,
-        "device": device, "seed": seed,
+        "device": device, "seed": seed, "epochs": epochs, "steps": steps,
+        "device_class": device_class, "on_new_hardware": on_new_hardware,
         "fixed": parse_assignments(fix or [], "--fix") or None,
         "ranges": parse_assignments(range_ or [], "--range") or None,
         "baseline": parse_assignments(baseline or [], "--baseline") or None,
@@ -128,6 +139,16 @@ def submit(
     job = ServiceClient(server, token).submit({k: v for k, v in body.items() if v is not None})
     console.print(f"job {job['id']} {job['status']}: follow it with `autotune jobs show "
                   f"{job['id']}`")
+
+
+def devices(server: ServerOption = DEFAULT_SERVER, token: TokenOption = None) -> None:
+    """The device classes of the live workers: what `autotune submit --device-class` takes."""
+    page = ServiceClient(server, token).devices()
+    for entry in page["data"]:
+        typer.echo(f"{entry['device_class']}  ({entry['workers']} worker"
+                   f"{'' if entry['workers'] == 1 else 's'})")
+    if not page["data"]:
+        typer.echo("no live workers; start `autotune worker` on a device")
 
 
 jobs_app = typer.Typer(help="List, inspect and cancel jobs on an autotune server.",
@@ -227,5 +248,6 @@ def register(app: typer.Typer) -> None:
     app.command()(serve)
     app.command()(worker)
     app.command()(submit)
+    app.command()(devices)
     app.add_typer(jobs_app, name="jobs")
     app.add_typer(db_app, name="db")

@@ -1,12 +1,15 @@
 """Inside a trial: the training step, the timed loop, host memory, NVML, the fingerprint."""
 
 from autotune.measure._batches import DevicePrefetcher, to_device
+from autotune.measure._compile import compile_unavailable
 from autotune.measure._fingerprint import (
     DeviceIdentity,
+    comparable_identity,
     device_identity,
     device_info,
     device_uuid,
     fingerprint,
+    fingerprint_differences,
     resolve_device,
 )
 from autotune.measure._host_memory import TreeMemorySampler, tree_memory_bytes
@@ -20,37 +23,50 @@ from autotune.measure._loop import (
     measure,
 )
 from autotune.measure._nvml import UtilizationSampler, nvml_devices
+from autotune.measure._profile import ProfilePlan, profile
 from autotune.measure._step import (
     TrainingStep,
     WaitClock,
     apply_backend_flags,
     autocast_dtype,
+    call_model,
+    returned_loss,
     set_tf32,
 )
+from autotune.measure._visible import VISIBLE_ENV, visible_devices
 
 __all__ = [
     "DeviceIdentity",
     "DevicePrefetcher",
     "MeasurePlan",
     "NonFiniteLoss",
+    "ProfilePlan",
     "TrainingLoop",
     "TrainingStep",
     "TreeMemorySampler",
     "UtilizationSampler",
+    "VISIBLE_ENV",
     "WaitClock",
     "WindowMetrics",
     "apply_backend_flags",
     "autocast_dtype",
     "build_loader",
+    "call_model",
+    "compile_unavailable",
+    "comparable_identity",
     "device_identity",
     "device_info",
     "device_uuid",
     "fingerprint",
+    "fingerprint_differences",
     "input_batch_ndim",
     "measure",
     "nvml_devices",
+    "profile",
     "resolve_device",
+    "returned_loss",
     "set_tf32",
     "to_device",
     "tree_memory_bytes",
+    "visible_devices",
 ]

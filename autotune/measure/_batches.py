@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
 
 
 def map_tensors(data: Any, fn: Any) -> Any:
-    """Apply ``fn`` to every tensor in a nested tuple/list/dict structure."""
+    """Apply ``fn`` to every tensor in a nested tuple/list/dict structure.
+
+    Any mapping (a Hugging Face ``BatchEncoding`` is not a dict) comes back as a dict.
+    """
     if isinstance(data, torch.Tensor):
         return fn(data)
-    if isinstance(data, dict):
+    if isinstance(data, Mapping):
         return {key: map_tensors(value, fn) for key, value in data.items()}
     if isinstance(data, (list, tuple)):
         mapped = [map_tensors(value, fn) for value in data]
@@ -24,7 +27,7 @@ def map_tensors(data: Any, fn: Any) -> Any:
 def first_tensor(data: Any) -> torch.Tensor | None:
     if isinstance(data, torch.Tensor):
         return data
-    values = data.values() if isinstance(data, dict) else data if isinstance(
+    values = data.values() if isinstance(data, Mapping) else data if isinstance(
         data, (list, tuple)) else ()
     for value in values:
         found = first_tensor(value)

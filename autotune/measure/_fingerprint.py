@@ -12,6 +12,7 @@ import torch
 
 from autotune.errors import ConfigError
 from autotune.measure._nvml import nvml_devices
+from autotune.measure._visible import visible_devices
 from autotune.space import DeviceInfo
 
 
@@ -150,8 +151,7 @@ def device_identity(requested: str) -> DeviceIdentity:
     if device.type == "cpu":
         return DeviceIdentity("cpu", f"cpu: {cpu_model()}, {cpu_count()} cores")
     index = device.index or 0
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
-               if v.strip()]
+    visible = visible_devices(os.environ) or []
     physical = visible[index] if index < len(visible) else str(index)
     # CUDA_VISIBLE_DEVICES may name a GPU by ordinal or by UUID: the key is the UUID where NVML
     # knows the GPU, so processes that name one GPU either way share its lock.
@@ -160,3 +160,46 @@ def device_identity(requested: str) -> DeviceIdentity:
     if known is not None:
         return DeviceIdentity(f"cuda:{known['uuid']}", f"cuda: {known['name']}")
     return DeviceIdentity(f"cuda:{physical}", f"cuda: {torch.cuda.get_device_name(index)}")
+
+
+#: What makes two measurements comparable: the hardware's model and the software that runs the
+#: step. Left out: ``device_uuid`` (one GPU's serial: another GPU of the same model measures
+#: the same), ``host_memory_bytes`` (hosts of one model differ by what the firmware reserves),
+#: ``platform`` (the kernel's patch level) and, on a CPU, ``device_memory_bytes`` (the host's
+#: memory again).
+_COMPARABLE_FIELDS = (
+    "device_type", "device_name", "device_memory_bytes", "compute_capability", "cpu_model",
+    "cpu_count", "torch", "cuda", "cudnn", "python",
+)
+
+
+def comparable_identity(fingerprint: dict[str, Any]) -> dict[str, Any]:
+    """The part of a fingerprint that decides whether two measurements may be ranked together.
+
+    Two measurements are comparable when they ran on the same hardware model and the same
+    software: device type, name, memory (a GPU's) and compute capability; the CPU's model and
+    the cores the process could use (they set the data loader's and the CPU step's speed);
+    the torch, CUDA, cuDNN and Python versions. The identity of one device (a GPU's UUID), the
+    host's memory size and the kernel's version are not part of it: a job taken over by another
+    GPU of the same model on another host of the same kind keeps its measurements.
+
+    Example:
+        >>> a = {"device_type": "cuda", "device_name": "H100", "device_uuid": "GPU-1",
+        ...      "torch": "2.13.0"}
+        >>> comparable_identity(a) == comparable_identity({**a, "device_uuid": "GPU-2"})
+        True
+        >>> comparable_identity(a) == comparable_identity({**a, "torch": "2.12.0"})
+        False
+    """
+    identity = {name: fingerprint.get(name) for name in _COMPARABLE_FIELDS}
+    if identity["device_type"] != "cuda":
+        identity["device_memory_bytes"] = None
+    return identity
+
+
+def fingerprint_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What changed between two fingerprints that makes their measurements incomparable, e.g.
+    ``["torch 2.12.0 -> 2.13.0", "cpu_count 16 -> 8"]``; empty when they are comparable."""
+    old, new = comparable_identity(before), comparable_identity(after)
+    return [f"{name} {old[name]} -> {new[name]}" for name in _COMPARABLE_FIELDS
+            if old[name] != new[name]]

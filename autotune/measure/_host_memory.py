@@ -38,6 +38,27 @@ def process_pss_bytes(pid: int) -> int:
         return 0
 
 
+def process_shared_pss_bytes(pid: int) -> int:
+    """The part of a process's PSS that is shared pages (its PSS less its private pages).
+
+    For a fork server, that is the share of the imported pages it holds for the trial it
+    forked: added to the trial's own PSS, those pages count in full, as in a trial that
+    imported everything itself. 0 where ``smaps_rollup`` cannot be read.
+    """
+    values: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                name, _, rest = line.partition(":")
+                if name in ("Pss", "Private_Clean", "Private_Dirty"):
+                    values[name] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+    if "Pss" not in values:
+        return 0
+    return max(0, values["Pss"] - values.get("Private_Clean", 0) - values.get("Private_Dirty", 0))
+
+
 def tree_pids(root_pid: int) -> list[int]:
     """The process and its descendants (empty when it is gone)."""
     try:
@@ -71,8 +92,12 @@ class TreeMemorySampler:
         budget_bytes: int | None = None,
         on_over_budget: Callable[[int], None] | None = None,
         extra_sample: Callable[[], None] | None = None,
+        sharing_pids: tuple[int, ...] = (),
     ) -> None:
         self.root_pid = root_pid
+        #: Processes whose shared pages count with the tree (:func:`process_shared_pss_bytes`):
+        #: a forked trial's server.
+        self.sharing_pids = sharing_pids
         self.budget_bytes = budget_bytes
         self.on_over_budget = on_over_budget
         self.extra_sample = extra_sample
@@ -93,6 +118,8 @@ class TreeMemorySampler:
             if started - listed_at >= PROCESS_LIST_TTL_S:
                 pids, listed_at = tree_pids(self.root_pid), started
             used = tree_memory_bytes(self.root_pid, pids)
+            if pids:
+                used += sum(process_shared_pss_bytes(pid) for pid in self.sharing_pids)
             self.samples += 1
             self.peak_bytes = max(self.peak_bytes, used)
             if self.extra_sample is not None:

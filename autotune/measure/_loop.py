@@ -8,6 +8,7 @@ events per step for the device's own step time, read once the window is over.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +19,8 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from autotune.measure._batches import batch_size_of, first_tensor
-from autotune.measure._step import TrainingStep, WaitClock
+from autotune.measure._compile import MAX_COMPILING_STEPS, compilations, fresh_compile_caches
+from autotune.measure._step import TrainingStep, WaitClock, forward_loss
 from autotune.space import Config
 from autotune.workload import Workload
 
@@ -65,6 +67,9 @@ class WindowMetrics:
     losses_finite: bool
     peak_memory_allocated_bytes: int | None
     peak_memory_reserved_bytes: int | None
+    #: Seconds ``torch.compile`` added to the steps that compiled, beyond an ordinary step;
+    #: None when the configuration does not compile. Not part of ``samples_per_s``.
+    compile_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -174,11 +179,8 @@ class TrainingLoop:
 
     def step(self, batch: Any) -> int:
         """One micro-step (forward, backward, optimizer on accumulation boundaries)."""
-        inputs, target = batch[0], batch[1]
-        if self.workload.device_transform is not None:
-            inputs = self.workload.device_transform(inputs)
         with self.training.autocast():
-            loss = self.workload.loss(self.model(inputs), target)
+            loss = forward_loss(self.workload, self.model, batch)
         self._losses.append(loss.detach())
         self.training.backward(loss, self.optimizer)
         return batch_size_of(batch)
@@ -206,6 +208,27 @@ def input_batch_ndim(workload: Workload, dataset: Any) -> int:
     return int(tensor.dim()) + 1 if tensor is not None else 0
 
 
+def compile_phase(loop: TrainingLoop) -> tuple[int, float]:
+    """Step until a step compiles nothing; the steps taken and their wall time.
+
+    Each step is synchronised, so a step's time includes its device work; the wait for the
+    loader is not included. Warm-up starts after this, so compilation never counts towards
+    its time bound.
+    """
+    steps, seconds = 0, 0.0
+    while steps < MAX_COMPILING_STEPS:
+        batch = loop.next_batch()
+        before = compilations()
+        started = time.perf_counter()
+        loop.step(batch)
+        loop.synchronize()
+        seconds += time.perf_counter() - started
+        steps += 1
+        if compilations() == before:
+            break
+    return steps, seconds
+
+
 def _startup_backlog(config: Config) -> int:
     """Batches the workers queue before the first step: each holds ``prefetch_factor``."""
     normalized = config.normalized()
@@ -223,11 +246,15 @@ def _settled(waits: list[float], steps: list[float], span: int) -> bool:
     return abs(recent - before) <= tolerance
 
 
-def warm_up(loop: TrainingLoop, plan: MeasurePlan) -> int:
+def warm_up(loop: TrainingLoop, plan: MeasurePlan, progress: ProgressSink | None = None) -> int:
     """Step until the start-up backlog is used up and the data wait has settled.
 
     While the workers' first prefetched batches last, a step waits less than it will in steady
     state; a fixed count of warm-up steps would time that backlog as if it were throughput.
+
+    Every ``progress_interval_s`` it reports a ``warmup`` progress event: the median rate of
+    the steps past an epoch's start so far (the median, so that a first step's one-off costs,
+    cuDNN's search or a compilation, do not make it look slow), their count and their seconds.
     """
     config = loop.config
     # The workers never hold more than the rest of an epoch, and a new epoch's refill is the
@@ -239,17 +266,24 @@ def warm_up(loop: TrainingLoop, plan: MeasurePlan) -> int:
     span = max(plan.warmup_steps, config.num_workers, 2)
     waits: list[float] = []
     steps: list[float] = []
-    started = time.perf_counter()
+    rates: list[float] = []
+    started = last_report = time.perf_counter()
     total = 0
     while True:
         step_started = time.perf_counter()
-        loop.step(loop.next_batch())
+        samples = loop.step(loop.next_batch())
         total += 1
         if loop.last_in_epoch_start:  # an epoch's start is not its steady state
             continue
-        steps.append(time.perf_counter() - step_started)
+        now = time.perf_counter()
+        steps.append(now - step_started)
         waits.append(loop.last_wait_s)
-        if time.perf_counter() - started > plan.max_warmup_s:
+        rates.append(samples / max(steps[-1], 1e-9))
+        if progress is not None and now - last_report >= plan.progress_interval_s:
+            last_report = now
+            progress({"event": "progress", "warmup": True, "steps": len(steps),
+                      "seconds": sum(steps), "samples_per_s": statistics.median(rates)})
+        if now - started > plan.max_warmup_s:
             return total
         if len(steps) >= minimum and _settled(waits, steps, span):
             return total
@@ -309,13 +343,28 @@ def measure(
 ) -> WindowMetrics:
     """Train ``workload`` with ``config`` and time a steady-state window.
 
+    A configuration that compiles first steps until compilation is done (timed apart, as
+    ``compile_s``), with inductor's caches empty, as on a user's first run.
     Raises :class:`NonFiniteLoss` when a loss was NaN/inf; errors from the workload propagate.
     """
+    compiles = config.compile != "off"
+    with fresh_compile_caches() if compiles else contextlib.nullcontext():
+        return _measure(workload, config, device, plan, progress)
+
+
+def _measure(
+    workload: Workload,
+    config: Config,
+    device: torch.device,
+    plan: MeasurePlan,
+    progress: ProgressSink | None = None,
+) -> WindowMetrics:
     torch.manual_seed(plan.seed)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     loop = TrainingLoop(workload, config, device)
-    warmup = warm_up(loop, plan)
+    compiling = compile_phase(loop) if config.compile != "off" else None
+    warmup = warm_up(loop, plan, progress)
     loop.synchronize()
     loop.check_finite()
     if progress is not None:
@@ -367,6 +416,13 @@ def measure(
         effective += amortised - start_excess
         waited += amortised - start_excess
     step_times = device_timer.step_times_s() or host_steps
+    compile_s: float | None = None
+    if compiling is not None:
+        # An ordinary step's work: the device's time on CUDA, else the host's less the wait.
+        ordinary = device_timer.step_times_s() or [
+            h - w for h, w in zip(host_steps, waits, strict=True)]
+        compile_steps, compile_wall = compiling
+        compile_s = max(0.0, compile_wall - compile_steps * statistics.median(ordinary))
     cuda = device.type == "cuda"
     return WindowMetrics(
         samples_per_s=samples / effective,
@@ -382,4 +438,5 @@ def measure(
         losses_finite=True,
         peak_memory_allocated_bytes=int(torch.cuda.max_memory_allocated(device)) if cuda else None,
         peak_memory_reserved_bytes=int(torch.cuda.max_memory_reserved(device)) if cuda else None,
+        compile_s=compile_s,
     )

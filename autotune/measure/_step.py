@@ -1,5 +1,5 @@
-"""The training step a recommendation prescribes: backend flags, batches on the device,
-autocast, backward with gradient scaling and accumulation.
+"""The training step a recommendation prescribes: backend flags, torch.compile, batches on the
+device, how the model is called, autocast, backward with gradient scaling and accumulation.
 
 One piece of code serves both the measured loop (:mod:`autotune.measure._loop`) and the loop
 users get from ``load_recommendation`` (``rec.batches``, ``rec.autocast``, ``rec.backward``), so
@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
 
 from autotune.measure._batches import DevicePrefetcher, to_device
 from autotune.space import Config
+from autotune.workload import ModelInputs, Workload
 
 _AFTER_LAST_BATCH = object()
 
@@ -49,6 +50,67 @@ def apply_backend_flags(config: Config, device: torch.device) -> None:
     torch.backends.cudnn.benchmark = config.cudnn_benchmark
     if config.tf32 is not None:
         set_tf32(config.tf32)
+
+
+def call_model(model: Any, inputs: Any, style: ModelInputs = "auto") -> Any:
+    """Call ``model`` on one batch's inputs, as Hugging Face's ``Trainer`` does.
+
+    A dict (any mapping) is passed as keyword arguments, ``model(**inputs)``; anything else as
+    one argument, ``model(inputs)``. ``style`` ``"kwargs"`` insists on a dict and
+    ``"positional"`` passes even a dict as one argument.
+
+    Example:
+        >>> call_model(lambda x, y: x + y, {"x": 1, "y": 2})
+        3
+        >>> call_model(len, {"x": 1, "y": 2}, "positional")
+        2
+    """
+    if style == "positional":
+        return model(inputs)
+    if isinstance(inputs, Mapping):
+        return model(**inputs)
+    if style == "kwargs":
+        raise TypeError(f"model_inputs='kwargs' passes a dict as keyword arguments, but this "
+                        f"input batch is a {type(inputs).__name__}; make the dataset (or "
+                        "collate_fn) yield dicts or set model_inputs='auto'")
+    return model(inputs)
+
+
+def returned_loss(output: Any) -> torch.Tensor:
+    """The loss a model computed itself: ``output.loss`` (a Hugging Face ``ModelOutput``),
+    ``output["loss"]``, or the output when it is a single-element tensor."""
+    loss = getattr(output, "loss", None)
+    if loss is None and isinstance(output, Mapping):
+        loss = output.get("loss")
+    if loss is None and isinstance(output, torch.Tensor) and output.numel() == 1:
+        loss = output
+    if not isinstance(loss, torch.Tensor):
+        raise TypeError(f"Workload(loss=None) expects the model to return its loss, but its "
+                        f"{type(output).__name__} output has no 'loss' tensor; give the model "
+                        "the labels (e.g. a 'labels' key in each batch) or pass a loss function")
+    return loss
+
+
+def split_batch(batch: Any, model_computes_loss: bool) -> tuple[Any, Any]:
+    """``(inputs, target)`` of one batch: ``(batch, None)`` when the model computes the loss
+    from a batch that holds its labels, else the batch's first two items."""
+    if model_computes_loss:
+        return batch, None
+    return batch[0], batch[1]
+
+
+def forward_loss(workload: Workload, model: Any, batch: Any) -> torch.Tensor:
+    """The forward pass and loss of one batch already on the device, as the workload defines
+    them (its device transform, how its model takes inputs, its loss or the model's own).
+
+    The measured loop and the profile's step-alone sweep both call this (under autocast).
+    """
+    loss_fn = workload.loss
+    inputs, target = split_batch(batch, model_computes_loss=loss_fn is None)
+    if workload.device_transform is not None:
+        inputs = workload.device_transform(inputs)
+    output = call_model(model, inputs, workload.model_inputs)
+    return returned_loss(output) if loss_fn is None else loss_fn(output, target)
 
 
 class WaitClock:
@@ -94,12 +156,17 @@ class TrainingStep:
         self._micro_steps = 0
 
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
-        """Set the backend flags, move ``model`` to the device, channels_last if chosen."""
+        """Set the backend flags, move ``model`` to the device, channels_last if chosen, and
+        ``torch.compile`` it with the chosen mode (compilation itself happens on the first
+        call)."""
         apply_backend_flags(self.config, self.device)
         model = model.to(self.device)
         if self.config.channels_last:
             # Module.to accepts memory_format; torch's type stubs do not list it.
             model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        if self.config.compile != "off":
+            mode = None if self.config.compile == "default" else self.config.compile
+            model = torch.compile(model, mode=mode)  # type: ignore[assignment]
         return model
 
     @property

@@ -7,7 +7,12 @@ from autotune.recommend._confirm import (
     confirm,
     pick_candidates,
 )
-from autotune.recommend._diagnosis import TrialView, diagnose
+from autotune.recommend._diagnosis import (
+    TrialView,
+    ceiling_numbers,
+    ceiling_sentence,
+    diagnose,
+)
 from autotune.recommend._document import build_document, speedup_sentence
 from autotune.recommend._export import exports
 from autotune.recommend._schema import SCHEMA, validate_recommendation
@@ -19,6 +24,8 @@ __all__ = [
     "Recommendation",
     "TrialView",
     "build_document",
+    "ceiling_numbers",
+    "ceiling_sentence",
     "confirm",
     "diagnose",
     "exports",

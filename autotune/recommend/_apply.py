@@ -9,7 +9,14 @@ Example:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         for inputs, target in rec.batches(loader):
             with rec.autocast():
-                loss = loss_fn(model(inputs), target)
+                loss = loss_fn(rec.call_model(model, inputs), target)
+            rec.backward(loss, optimizer)
+
+    A Hugging Face model, whose dict batches hold the labels, computes its own loss::
+
+        for batch in rec.batches(loader):
+            with rec.autocast():
+                loss = rec.call_model(model, batch).loss      # model(**batch)
             rec.backward(loss, optimizer)
 """
 
@@ -27,10 +34,11 @@ import torch
 from torch.utils.data import DataLoader
 
 from autotune.errors import ConfigError
-from autotune.measure import TrainingStep
+from autotune.measure import TrainingStep, call_model
 from autotune.recommend._export import dataloader_kwargs
 from autotune.recommend._schema import read_config, validate_recommendation
 from autotune.space import Config
+from autotune.workload import ModelInputs
 
 
 class Recommendation:
@@ -85,10 +93,21 @@ class Recommendation:
         return DataLoader(dataset, **kwargs)
 
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
-        """Move ``model`` to the device, in channels_last when recommended, and set the
-        backend flags (``cudnn.benchmark``, TF32) the recommendation was measured with; TF32
-        left unset in the recommendation stays as PyTorch (or your script) has it."""
+        """Move ``model`` to the device, in channels_last when recommended, set the backend
+        flags (``cudnn.benchmark``, TF32) the recommendation was measured with, and
+        ``torch.compile`` it with the recommended mode; TF32 left unset in the recommendation
+        stays as PyTorch (or your script) has it.
+
+        Train the returned model. When it is compiled, its ``state_dict`` keys start with
+        ``_orig_mod.``: save the module you passed in instead.
+        """
         return self._step.prepare_model(model)
+
+    def call_model(self, model: Any, inputs: Any, style: ModelInputs = "auto") -> Any:
+        """Call ``model`` as the trials did: a dict batch as keyword arguments
+        (``model(**inputs)``), anything else as one argument; ``style`` is your workload's
+        ``model_inputs``."""
+        return call_model(model, inputs, style)
 
     def batches(self, loader: Iterable[Any]) -> Iterator[Any]:
         """The batches of ``loader`` (one epoch) on the device.

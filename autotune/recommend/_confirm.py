@@ -17,6 +17,8 @@ ConfirmFn = Callable[[Config], TrialRecord | None]
 class CandidateRuns:
     config: Config
     runs: list[TrialRecord] = field(default_factory=list)
+    #: Samples in the user's run, which each run's compile time is charged against.
+    run_samples: int | None = None
 
     @property
     def usable(self) -> bool:
@@ -25,7 +27,17 @@ class CandidateRuns:
 
     @property
     def median_samples_per_s(self) -> float:
+        """Steady-state throughput, compile time left out."""
         return statistics.median(run.samples_per_s or 0.0 for run in self.runs)
+
+    @property
+    def median_run_samples_per_s(self) -> float:
+        """Throughput over the user's run, compile time included: what candidates are
+        ranked by."""
+        return statistics.median(self.over_run(run) for run in self.runs)
+
+    def over_run(self, run: TrialRecord) -> float:
+        return run.samples_per_s_over(self.run_samples) or 0.0
 
     def median_of(self, name: str) -> float | None:
         values = [getattr(run, name) for run in self.runs if getattr(run, name) is not None]
@@ -48,9 +60,10 @@ class Confirmation:
 
     @property
     def speedup(self) -> float | None:
+        """Over the user's run, compile time included."""
         if not self.baseline.usable:
             return None
-        return self.winner.median_samples_per_s / self.baseline.median_samples_per_s
+        return self.winner.median_run_samples_per_s / self.baseline.median_run_samples_per_s
 
     @property
     def within_noise(self) -> bool:
@@ -59,29 +72,42 @@ class Confirmation:
             self.paired_ratios) <= 1.0
 
 
-def pick_candidates(measured: Sequence[TrialRecord], baseline: Config, top: int) -> list[Config]:
-    """The ``top`` fastest distinct usable configurations other than the baseline."""
+def pick_candidates(
+    measured: Sequence[TrialRecord], baseline: Config, top: int, run_samples: int | None = None
+) -> list[Config]:
+    """The ``top`` fastest distinct usable configurations other than the baseline, by their
+    throughput over a run of ``run_samples`` samples (compile time included)."""
+
+    def speed(run: TrialRecord) -> float:
+        return run.samples_per_s_over(run_samples) or 0.0
+
     best: dict[str, TrialRecord] = {}
     for run in measured:
         if not run.usable or run.config.key() == baseline.key():
             continue
         key = run.config.key()
-        if key not in best or (run.samples_per_s or 0) > (best[key].samples_per_s or 0):
+        if key not in best or speed(run) > speed(best[key]):
             best[key] = run
-    ranked = sorted(best.values(), key=lambda run: run.samples_per_s or 0, reverse=True)
+    ranked = sorted(best.values(), key=speed, reverse=True)
     return [run.config for run in ranked[:top]]
 
 
 def confirm(
-    baseline: Config, candidates: Sequence[Config], rounds: int, measure: ConfirmFn
+    baseline: Config,
+    candidates: Sequence[Config],
+    rounds: int,
+    measure: ConfirmFn,
+    run_samples: int | None = None,
 ) -> Confirmation | None:
     """Measure baseline and candidates ``rounds`` times each in fresh processes.
 
     Each round runs every configuration once, in an order rotated from the round before, so
-    slow drifts of the machine (thermal, other load) fall on all of them alike. Returns None
-    when cancelled.
+    slow drifts of the machine (thermal, other load) fall on all of them alike. The winner is
+    picked by its median throughput over a run of ``run_samples`` samples, compile time
+    included. Returns None when cancelled.
     """
-    entries = [CandidateRuns(baseline)] + [CandidateRuns(config) for config in candidates]
+    entries = [CandidateRuns(config, run_samples=run_samples)
+               for config in (baseline, *candidates)]
     for round_index in range(rounds):
         shift = round_index % len(entries)
         for entry in entries[shift:] + entries[:shift]:
@@ -91,14 +117,14 @@ def confirm(
             entry.runs.append(run)
     base, others = entries[0], entries[1:]
     usable = [entry for entry in others if entry.usable]
-    winner = max(usable, key=lambda entry: entry.median_samples_per_s, default=base)
-    if base.usable and winner.median_samples_per_s <= base.median_samples_per_s:
+    winner = max(usable, key=lambda entry: entry.median_run_samples_per_s, default=base)
+    if base.usable and winner.median_run_samples_per_s <= base.median_run_samples_per_s:
         winner = base
     ratios = []
     if winner is not base and base.usable:
         ratios = [
-            (w.samples_per_s or 0.0) / b.samples_per_s
+            winner.over_run(w) / base.over_run(b)
             for w, b in zip(winner.runs, base.runs, strict=True)
-            if b.samples_per_s
+            if base.over_run(b)
         ]
     return Confirmation(baseline=base, candidates=others, winner=winner, paired_ratios=ratios)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from autotune.predict import Profile
 from autotune.space import Config, DeviceInfo
 from autotune.store import TrialRecord
 
@@ -181,12 +182,69 @@ def _throughput(baseline: TrialView, best: TrialView) -> str:
             f"{best.samples_per_s:,.0f} samples/s.")
 
 
+def _precision(amp: str) -> str:
+    return "fp32" if amp == "off" else amp
+
+
+def ceiling_numbers(profile: Profile) -> str | None:
+    """The two bounds in numbers: "the step alone reaches X samples/s at batch B in bf16; the
+    loader at best Y samples/s with N workers"; None when the profile measured neither."""
+    step, loader = profile.best_step(), profile.best_loader()
+    if step is None or loader is None:
+        return None
+    layout = ", channels_last" if step.channels_last else ""
+    workers = f"{loader.num_workers} worker{'s' if loader.num_workers != 1 else ''}"
+    return (f"the step alone reaches {step.samples_per_s:,.0f} samples/s at batch "
+            f"{step.batch_size} in {_precision(step.amp)}{layout}; the loader at best "
+            f"{loader.samples_per_s:,.0f} samples/s with {workers}")
+
+
+def _raise_ceiling(profile: Profile) -> str:
+    """What would lift the lower of the two bounds."""
+    step, loader = profile.best_step(), profile.best_loader()
+    assert step is not None and loader is not None
+    if loader.samples_per_s < (step.samples_per_s or 0.0):
+        cores_busy = loader.samples_per_s * loader.cpu_s_per_sample
+        if cores_busy >= 0.8 * profile.cpu_count:
+            return (f"the loader bounds it and keeps {cores_busy:.1f} of {profile.cpu_count} "
+                    "cores busy: more CPU cores, or a cheaper input pipeline, would raise it")
+        return (f"the loader bounds it with {cores_busy:.1f} of {profile.cpu_count} cores busy, "
+                "so it waits on storage or on passing batches between processes: faster "
+                "storage, more workers than were tried, or fewer, larger reads would raise it")
+    largest = max((p.batch_size for p in profile.step if p.amp == step.amp), default=0)
+    advice = []
+    if step.amp == "off":
+        advice.append("mixed precision (where the hardware runs it natively)")
+    if step.batch_size >= largest and not any(p.out_of_memory for p in profile.step):
+        advice.append("a batch larger than the largest tried")
+    advice.append("a cheaper model or torch.compile")
+    return "the step bounds it: " + ", ".join(advice) + " would raise it"
+
+
+def ceiling_sentence(profile: Profile, reached: float | None) -> str | None:
+    """The ceiling in numbers, the recommendation's share of it, and what would raise it."""
+    numbers = ceiling_numbers(profile)
+    if numbers is None:
+        return None
+    step, loader = profile.best_step(), profile.best_loader()
+    assert step is not None and loader is not None
+    ceiling = min(step.samples_per_s or 0.0, loader.samples_per_s)
+    share = ""
+    if reached is not None and ceiling > 0:
+        share = (f"; the recommendation reaches {reached:,.0f} samples/s = "
+                 f"{reached / ceiling:.0%} of min({step.samples_per_s:,.0f}, "
+                 f"{loader.samples_per_s:,.0f})")
+    advice = _raise_ceiling(profile)
+    return f"Ceiling: {numbers}{share}. {advice[0].upper()}{advice[1:]}."
+
+
 def diagnose(
     baseline: TrialView,
     best: TrialView,
     trials: Sequence[TrialView],
     device: DeviceInfo,
     memory_limited: bool,
+    profile: Profile | None = None,
 ) -> str:
     """A paragraph naming the bottleneck (input-, compute- or memory-bound) with its numbers,
     then one to three pieces of advice that need a code change rather than a setting.
@@ -194,7 +252,9 @@ def diagnose(
     ``memory_limited`` is True when the best batch size was capped by running out of memory
     or by the memory budget; the verdict is then memory-bound whatever the other numbers say.
     Otherwise it is input-bound when the recommendation still waits for data at least
-    :data:`INPUT_BOUND_WAIT` of each step, and compute-bound when it does not.
+    :data:`INPUT_BOUND_WAIT` of each step, and compute-bound when it does not. With the job's
+    ``profile``, a sentence gives the ceiling it measured (the step alone, the loader alone),
+    the recommendation's share of it and what would raise it.
 
     Example:
         >>> cpu = DeviceInfo(type="cpu", name="cpu", memory_bytes=2**34)
@@ -212,4 +272,7 @@ def diagnose(
         finding = _compute_bound(baseline, best, device)
     evidence = finding.evidence[0].upper() + finding.evidence[1:]
     advice = " What the settings cannot fix: " + "; ".join(finding.advice[:3]) + "."
-    return f"Verdict: {finding.verdict}. {evidence}{_throughput(baseline, best)}{advice}"
+    ceiling = ceiling_sentence(profile, best.samples_per_s) if profile is not None else None
+    ceiling_text = f" {ceiling}" if ceiling else ""
+    return (f"Verdict: {finding.verdict}. {evidence}{_throughput(baseline, best)}{ceiling_text}"
+            f"{advice}")

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from autotune.predict import Profile
 from autotune.recommend._confirm import CandidateRuns, Confirmation
 from autotune.recommend._diagnosis import TrialView, diagnose
 from autotune.recommend._export import exports
@@ -16,7 +17,10 @@ from autotune.store import TrialRecord
 
 def _metrics(entry: CandidateRuns) -> dict[str, Any]:
     return {
+        # Steady state; over the run, compile time is charged (what the ranking uses).
         "samples_per_s": entry.median_samples_per_s,
+        "run_samples_per_s": entry.median_run_samples_per_s,
+        "compile_s": entry.median_of("compile_s"),
         "step_time_ms": entry.median_of("step_time_median_ms"),
         "peak_memory_bytes": entry.max_of("peak_memory_bytes"),
         "peak_host_memory_bytes": entry.max_of("peak_host_memory_bytes"),
@@ -54,6 +58,19 @@ def speedup_sentence(confirmation: Confirmation) -> str:
     return f"The recommendation is {speedup:.2f}x faster than the baseline{spread}."
 
 
+def compile_sentence(confirmation: Confirmation) -> str:
+    """What torch.compile costs the recommendation, stated apart; empty when it does not
+    compile."""
+    winner = confirmation.winner
+    compile_s = winner.median_of("compile_s")
+    if not compile_s:
+        return ""
+    run = f"a run of {winner.run_samples:,} samples" if winner.run_samples else "the run"
+    return (f" It compiles with torch.compile ({winner.config.compile}) for {compile_s:.1f} s "
+            f"first, charged against {run}: {winner.median_run_samples_per_s:,.1f} samples/s "
+            f"over the run, {winner.median_samples_per_s:,.1f} samples/s once compiled.")
+
+
 def build_document(
     *,
     workload_name: str,
@@ -66,12 +83,18 @@ def build_document(
     fingerprint: dict[str, Any] | None,
     space: dict[str, Any],
     job_id: int,
+    run: dict[str, Any] | None = None,
+    profile: Profile | None = None,
 ) -> dict[str, Any]:
-    """The recommendation document (schema ``autotune.recommendation/v1``)."""
+    """The recommendation document (schema ``autotune.recommendation/v1``).
+
+    ``run`` is the run length the candidates were ranked for (``samples``, ``epochs`` or
+    ``steps``); ``speedup`` is over that run, compile time included.
+    """
     winner, baseline = confirmation.winner, confirmation.baseline
     diagnosis = diagnose(
         _view(baseline), _view(winner), [TrialView.of(run) for run in search_runs], device,
-        memory_limited,
+        memory_limited, profile,
     )
     ratios = confirmation.paired_ratios
     return {
@@ -82,9 +105,10 @@ def build_document(
         "metrics": _metrics(winner),
         "baseline": {"config": baseline.config.public_dict(), "metrics": _metrics(baseline)},
         "speedup": confirmation.speedup,
+        "run": run,
         "speedup_spread": {"min": min(ratios), "max": max(ratios)} if ratios else None,
         "within_noise": confirmation.within_noise,
-        "verdict": speedup_sentence(confirmation),
+        "verdict": speedup_sentence(confirmation) + compile_sentence(confirmation),
         "trials": trial_counts,
         "diagnosis": diagnosis,
         "exports": exports(winner.config, device),
@@ -95,6 +119,9 @@ def build_document(
         ],
         "memory_budget_bytes": memory_budget_bytes,
         "search_space": space,
+        # The step alone per batch/precision, the loader alone per worker count, and the
+        # memory model: the bounds the search was seeded from (null without a profile).
+        "profile": profile.public_dict() if profile is not None else None,
         "fingerprint": fingerprint,
         "job_id": job_id,
         "created_at": datetime.now(UTC).isoformat(),

@@ -1,7 +1,9 @@
 """The recommended configuration as keyword arguments for the places users set these knobs.
 
 ``channels_last`` and ``device_prefetch`` have no keyword in any of them: they are applied by
-:class:`~autotune.recommend.Recommendation` (``prepare_model`` and ``batches``).
+:class:`~autotune.recommend.Recommendation` (``prepare_model`` and ``batches``). A model that
+takes a dict batch is called with it as keyword arguments, as Hugging Face's ``Trainer`` does
+(:meth:`~autotune.recommend.Recommendation.call_model`).
 """
 
 from __future__ import annotations
@@ -74,14 +76,30 @@ def hf_training_arguments(config: Config, device: DeviceInfo) -> dict[str, Any]:
             kwargs["tf32"] = config.tf32
     else:
         kwargs["use_cpu"] = True
+    if config.compile != "off":
+        kwargs["torch_compile"] = True
+        kwargs["torch_compile_mode"] = config.compile
     return kwargs
+
+
+def torch_compile_kwargs(config: Config) -> dict[str, Any] | None:
+    """Keyword arguments for ``torch.compile(model, **kw)``; None when it is not recommended."""
+    if config.compile == "off":
+        return None
+    return {"mode": None if config.compile == "default" else config.compile}
 
 
 def exports(config: Config, device: DeviceInfo) -> dict[str, dict[str, Any]]:
     """The recommendation's ``exports`` section: ``dataloader``, ``lightning_trainer`` and
-    ``hf_training_arguments`` keyword arguments for ``config`` on ``device``."""
-    return {
+    ``hf_training_arguments`` keyword arguments for ``config`` on ``device``, and
+    ``torch_compile``'s when the model is to be compiled (Lightning has no ``Trainer``
+    argument for it: compile the LightningModule with them)."""
+    sections = {
         "dataloader": dataloader_kwargs(config),
         "lightning_trainer": lightning_trainer_kwargs(config, device),
         "hf_training_arguments": hf_training_arguments(config, device),
     }
+    compile_kwargs = torch_compile_kwargs(config)
+    if compile_kwargs is not None:
+        sections["torch_compile"] = compile_kwargs
+    return sections

@@ -22,6 +22,8 @@ _INT = "an integer"
 _NUMBER = "a number"
 _INT_OR_NULL = "an integer or null"
 _NUMBER_OR_NULL = "a number or null"
+_DICT_OR_NULL = "an object or null"
+_LIST = "a list"
 
 _METRICS = {
     "samples_per_s": _NUMBER,
@@ -61,7 +63,18 @@ REQUIRED: dict[str, str] = {
     "exports.hf_training_arguments": _DICT,
 }
 
+#: Keys a document may lack (older documents, a job run without a profile), checked when present.
+OPTIONAL: dict[str, str] = {
+    "profile": _DICT_OR_NULL,
+    "profile.step": _LIST,
+    "profile.loader": _LIST,
+    "profile.memory": _LIST,
+}
+
 _MISSING = object()
+
+#: Knobs a v1 document written before they existed lacks, and the value it was measured with.
+KNOBS_ADDED_LATER: dict[str, Any] = {"compile": "off"}
 
 
 def _is_int(value: Any) -> bool:
@@ -79,12 +92,16 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     _NUMBER: _is_number,
     _INT_OR_NULL: lambda value: value is None or _is_int(value),
     _NUMBER_OR_NULL: lambda value: value is None or _is_number(value),
+    _DICT_OR_NULL: lambda value: value is None or isinstance(value, dict),
+    _LIST: lambda value: isinstance(value, list),
 }
 
 
 def _lookup(doc: dict[str, Any], path: str) -> Any:
     value: Any = doc
     for part in path.split("."):
+        if not isinstance(value, dict):
+            return _MISSING
         value = value.get(part, _MISSING)
         if value is _MISSING:
             return _MISSING
@@ -94,12 +111,14 @@ def _lookup(doc: dict[str, Any], path: str) -> Any:
 def read_config(section: Any, where: str) -> Config:
     """The :class:`Config` stored under ``where`` (``"config"``, ``"baseline.config"``).
 
-    Every knob must be present; keys that are not knobs are ignored, as elsewhere in the
-    document.
+    Every knob must be present, except those added since v1 documents were first written
+    (:data:`KNOBS_ADDED_LATER`), which take their default; keys that are not knobs are ignored,
+    as elsewhere in the document.
     """
     if not isinstance(section, dict):
         raise ConfigError(f"the recommendation's {where!r} must be an object of knob values; "
                           "regenerate the file with autotune")
+    section = {**KNOBS_ADDED_LATER, **section}
     missing = [name for name in Config.model_fields if name not in section]
     if missing:
         raise ConfigError(f"the recommendation's {where!r} lacks the knob(s) "
@@ -125,8 +144,10 @@ def validate_recommendation(doc: Any) -> None:
     if schema is not _MISSING and schema != SCHEMA:
         raise ConfigError(f"the document's schema is {schema!r}, not {SCHEMA!r}; "
                           "pass a recommendation file written by autotune")
-    for path, kind in REQUIRED.items():
+    for path, kind in (*REQUIRED.items(), *OPTIONAL.items()):
         value = _lookup(doc, path)
+        if value is _MISSING and path in OPTIONAL:
+            continue
         if value is _MISSING:
             raise ConfigError(f"the recommendation lacks the required key {path!r}; "
                               "regenerate the file with autotune")

@@ -25,6 +25,7 @@ def _trial(trial: Trial) -> dict[str, Any]:
         "number": trial.number,
         "phase": trial.phase,
         "interrupted": trial.interrupted,
+        "measurement_set": trial.measurement_set,
         **TrialRecord.model_validate(trial).model_dump(mode="json"),
     }
 
@@ -63,6 +64,8 @@ def job_page_data(session: Session, job_id: int) -> dict[str, Any]:
             "recommendation_ready": job.recommendation is not None,
             "error": job.error,
             "device": job.device,
+            "device_class": job.device_class,
+            "measurement_set": job.measurement_set,
             **{name: _plain(getattr(job, name))
                for name in ("created_at", "started_at", "finished_at")},
         },

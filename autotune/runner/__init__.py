@@ -1,26 +1,34 @@
-"""One isolated process per trial: start, supervise (timeout, memory, prune, cancel), classify."""
+"""One isolated process per trial, forked from a warm server: start, supervise (timeout,
+memory, prune, cancel), classify."""
 
 from autotune.runner._devices import TrialDevice, trial_device
+from autotune.runner._launcher import START_ENV, TrialLauncher
 from autotune.runner._process import (
     DEFAULT_HOST_MEMORY_SHARE,
     ProbeResult,
+    ProfileFailed,
     ProgressCallback,
     TrialCancelled,
     default_host_memory_cap,
     kill_group,
     probe_workload,
+    profile_workload,
     run_trial,
 )
 
 __all__ = [
     "DEFAULT_HOST_MEMORY_SHARE",
     "ProbeResult",
+    "ProfileFailed",
     "ProgressCallback",
+    "START_ENV",
     "TrialCancelled",
     "TrialDevice",
+    "TrialLauncher",
     "default_host_memory_cap",
     "kill_group",
     "probe_workload",
+    "profile_workload",
     "run_trial",
     "trial_device",
 ]

@@ -1,6 +1,8 @@
-"""The trial process: ``python -m autotune.runner._child`` reads a request on stdin.
+"""The trial process: ``python -m autotune.runner._child`` reads a request on stdin, or the
+fork server forks it with the request in hand (:func:`run_forked`).
 
-A request either probes the workload (what can be searched) or measures one configuration.
+A request probes the workload (what can be searched), profiles it (the step alone and the
+loader alone) or measures one configuration.
 Every outcome the process can still report (ok, oom, nonfinite, error) is written as a
 ``result`` event; a crash or a hang is classified by the parent.
 """
@@ -14,7 +16,7 @@ import os
 import signal
 import sys
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 import psutil
 import torch
@@ -23,13 +25,16 @@ from autotune.errors import AutotuneError, ConfigError
 from autotune.measure import (
     MeasurePlan,
     NonFiniteLoss,
+    ProfilePlan,
+    compile_unavailable,
     device_info,
     fingerprint,
     input_batch_ndim,
     measure,
     resolve_device,
 )
-from autotune.runner._protocol import EventWriter
+from autotune.measure import profile as profile_workload
+from autotune.runner._protocol import RESULT_FD_ENV, EventWriter
 from autotune.space import Config, WorkloadInfo
 from autotune.workload import load_workload
 
@@ -93,20 +98,35 @@ def probe(request: dict[str, Any], emit: EventWriter) -> None:
     )
     emit({
         "event": "probe",
-        "device": device_info(device).model_dump(),
+        "device": device_info(device).model_copy(update={
+            "compile_unavailable": compile_unavailable(device.type)}).model_dump(),
         "workload": info.model_dump(),
         "fingerprint": fingerprint(device),
     })
+
+
+def _cap_device_memory(device: torch.device, budget: int | None) -> None:
+    """Hold this process to the job's memory budget on CUDA: passing it is a real CUDA OOM."""
+    if device.type == "cuda" and budget:
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, budget / total), device)
+
+
+def profile(request: dict[str, Any], emit: EventWriter) -> None:
+    """Measure the step alone and the loader alone (:mod:`autotune.measure._profile`)."""
+    device = _device(request)
+    plan = ProfilePlan(**request["plan"])
+    _cap_device_memory(device, request.get("device_memory_budget_bytes"))
+    workload = load_workload(request["workload"])
+    measured = profile_workload(workload, device, plan)
+    emit({"event": "profile", "profile": measured.model_dump(mode="json")})
 
 
 def trial(request: dict[str, Any], emit: EventWriter) -> None:
     device = _device(request)
     config = Config.model_validate(request["config"])
     plan = MeasurePlan(**request.get("plan", {}))
-    budget = request.get("device_memory_budget_bytes")
-    if device.type == "cuda" and budget:
-        total = torch.cuda.get_device_properties(device).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, budget / total), device)
+    _cap_device_memory(device, request.get("device_memory_budget_bytes"))
     workload = load_workload(request["workload"])
     result: dict[str, Any] = {"event": "result", "fingerprint": fingerprint(device)}
     try:
@@ -138,14 +158,14 @@ def die_with_parent() -> None:
         os._exit(1)  # it died before the line above took effect
 
 
-def main() -> None:
-    die_with_parent()
+def run(request: dict[str, Any]) -> NoReturn:
+    """Serve ``request`` (a probe or a trial), report on the result pipe and exit."""
     faulthandler.enable()  # a segfault leaves its Python stack in the trial's log
-    request = json.loads(sys.stdin.read())
     emit = EventWriter()
     emit({"event": "started", "pid": os.getpid()})
     try:
-        (probe if request["mode"] == "probe" else trial)(request, emit)
+        modes = {"probe": probe, "profile": profile}
+        modes.get(request["mode"], trial)(request, emit)
     except AutotuneError as exc:
         traceback.print_exc()
         emit({"event": "result", "outcome": "error", "error": str(exc), "user_error": True})
@@ -158,6 +178,26 @@ def main() -> None:
     # Skip interpreter teardown: a stuck DataLoader worker must not hold the result hostage.
     # The parent kills whatever is left of the process group.
     os._exit(0)
+
+
+def run_forked(request: dict[str, Any], log_fd: int, result_fd: int, server_pid: int) -> NoReturn:
+    """:func:`run` in a process just forked from the fork server (see ``_forkserver``).
+
+    It dies with the server, as a started process dies with its worker; its output goes to the
+    trial's log and its events to the result pipe the launcher handed down.
+    """
+    os.environ[PARENT_PID_ENV] = str(server_pid)
+    os.environ[RESULT_FD_ENV] = str(result_fd)
+    die_with_parent()
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    run(request)
+
+
+def main() -> None:
+    die_with_parent()
+    run(json.loads(sys.stdin.read()))
 
 
 if __name__ == "__main__":

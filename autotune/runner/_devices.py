@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from autotune.errors import ConfigError
+from autotune.measure import VISIBLE_ENV, visible_devices
 
-VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
 _CUDA = re.compile(r"^cuda(?::(\d+))?$")
 
 
@@ -45,7 +45,7 @@ def trial_device(requested: str, environ: Mapping[str, str]) -> TrialDevice:
         TrialDevice(device='cuda:0', visible_devices='GPU-bb', requested_index=1)
     """
     inherited = environ.get(VISIBLE_ENV)
-    entries = None if inherited is None else [e.strip() for e in inherited.split(",") if e.strip()]
+    entries = visible_devices(environ)
     if requested == "cpu":
         return TrialDevice("cpu", "")
     if requested == "auto":

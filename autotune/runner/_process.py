@@ -19,14 +19,17 @@ from typing import IO, Any
 import psutil
 
 from autotune.errors import AutotuneError, WorkloadError
-from autotune.measure import MeasurePlan, TreeMemorySampler, UtilizationSampler
+from autotune.measure import MeasurePlan, ProfilePlan, TreeMemorySampler, UtilizationSampler
+from autotune.predict import Profile
 from autotune.runner._devices import trial_device
+from autotune.runner._launcher import ForkedProcess, TrialProcess, active_launcher
 from autotune.runner._oom import OomKillCounter
 from autotune.runner._protocol import RESULT_FD_ENV
 from autotune.space import Config, DeviceInfo, WorkloadInfo
 from autotune.store import TrialRecord, utcnow
 
-#: Called with each progress event; returning True stops the trial (pruned).
+#: Called with each progress event (``warmup`` ones first, then the window's); returning True
+#: stops the trial (pruned).
 ProgressCallback = Callable[[dict[str, Any]], bool]
 
 _LOG_TAIL_CHARS = 4000
@@ -63,7 +66,7 @@ class ProbeResult:
 class _Run:
     """Bookkeeping of one child process."""
 
-    process: subprocess.Popen[bytes]
+    process: TrialProcess
     log: IO[bytes]
     events: queue.Queue[dict[str, Any] | None]
     started: float
@@ -95,14 +98,47 @@ def _read_events(stream: IO[str], events: queue.Queue[dict[str, Any] | None]) ->
 
 
 def _start(request: dict[str, Any]) -> _Run:
-    """Start a trial process for ``request``, showing it only the GPU it is asked to use."""
+    """Start a trial process for ``request``, showing it only the GPU it is asked to use.
+
+    It is forked from this thread's :class:`TrialLauncher` for the device when there is one
+    and its server can be used; otherwise it starts as ``python -m autotune.runner._child``,
+    and the trial's log says why.
+    """
     target = trial_device(request["device"], os.environ)
+    launcher = active_launcher(request["device"])
     request = dict(request, device=target.device, requested_device=request["device"])
     read_fd, write_fd = os.pipe()
     log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by the caller once classified
+    process: TrialProcess | None = None
+    if launcher is not None:
+        try:
+            process = launcher.fork(request, target.environment(), log, write_fd)
+        except BaseException:
+            for fd in (read_fd, write_fd):
+                os.close(fd)
+            log.close()
+            raise
+        if process is None:
+            log.write(f"autotune: trial started as a new interpreter, not forked from the "
+                      f"warm server: {launcher.unavailable or 'the server stopped'}\n".encode())
+            log.flush()
+    if process is None:
+        process = _exec(request, target.environment(), log, write_fd)
+    os.close(write_fd)
+    events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    reader = threading.Thread(
+        target=_read_events, args=(os.fdopen(read_fd, "r"), events), daemon=True
+    )
+    reader.start()
+    return _Run(process=process, log=log, events=events, started=time.monotonic())
+
+
+def _exec(request: dict[str, Any], environment: dict[str, str], log: IO[bytes],
+          write_fd: int) -> subprocess.Popen[bytes]:
+    """Start ``python -m autotune.runner._child`` (the start without the fork server)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", **{RESULT_FD_ENV: str(write_fd)},
                AUTOTUNE_TRIAL_PARENT_PID=str(os.getpid()),  # see _child.die_with_parent
-               **target.environment())
+               **environment)
     process = subprocess.Popen(
         [sys.executable, "-m", "autotune.runner._child"],
         stdin=subprocess.PIPE,
@@ -112,16 +148,10 @@ def _start(request: dict[str, Any]) -> _Run:
         env=env,
         start_new_session=True,
     )
-    os.close(write_fd)
     assert process.stdin is not None
     process.stdin.write(json.dumps(request).encode())
     process.stdin.close()
-    events: queue.Queue[dict[str, Any] | None] = queue.Queue()
-    reader = threading.Thread(
-        target=_read_events, args=(os.fdopen(read_fd, "r"), events), daemon=True
-    )
-    reader.start()
-    return _Run(process=process, log=log, events=events, started=time.monotonic())
+    return process
 
 
 def _log_tail(run: _Run) -> str:
@@ -143,10 +173,10 @@ def _drain(run: _Run, on_progress: ProgressCallback | None) -> None:
         if kind == "warmed_up":
             run.warmed_up = True
         elif kind == "progress":
-            run.last_progress = event
+            run.last_progress = event  # a warm-up one until the window starts
             if on_progress is not None and on_progress(event) and run.kill_reason is None:
                 run.kill("pruned")
-        elif kind in ("result", "probe"):
+        elif kind in ("result", "probe", "profile"):
             run.result = event
 
 
@@ -221,9 +251,10 @@ def _outcome(run: _Run, memory: _HostMemory, tail: str) -> dict[str, Any]:
         fields["signal"] = _signal_name(returncode)
     if run.kill_reason == "pruned":
         progress = run.last_progress or {}
-        return fields | {"outcome": "ok", "pruned": True,
+        in_warmup = bool(progress.get("warmup"))
+        return fields | {"outcome": "ok", "pruned": True, "pruned_during_warmup": in_warmup,
                          "samples_per_s": progress.get("samples_per_s"),
-                         "steps": progress.get("steps")}
+                         "warmup_steps" if in_warmup else "steps": progress.get("steps")}
     if run.kill_reason in ("timeout", "oom"):
         return fields | {"outcome": run.kill_reason, "error": run.kill_detail}
     if run.result is not None:
@@ -246,6 +277,43 @@ def _outcome(run: _Run, memory: _HostMemory, tail: str) -> dict[str, Any]:
 def default_host_memory_cap() -> int:
     """:data:`DEFAULT_HOST_MEMORY_SHARE` of the host memory available now."""
     return int(DEFAULT_HOST_MEMORY_SHARE * psutil.virtual_memory().available)
+
+
+def _supervise_under_cap(
+    run: _Run,
+    cap: int,
+    over_cap_message: Callable[[int], str],
+    timeout_s: float,
+    on_progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    extra_sample: Callable[[], None] | None = None,
+) -> tuple[int, str]:
+    """Supervise ``run`` with its process tree's host memory held to ``cap`` (passing it kills
+    the tree as ``oom``); returns the peak host memory and the tail of its log.
+
+    Raises :class:`TrialCancelled` when ``cancel`` was set meanwhile.
+    """
+    def over_cap(used: int) -> None:
+        run.kill("oom", over_cap_message(used))
+
+    # A forked trial shares its imports' pages with its server: counting the server's share of
+    # them keeps the reading what a trial that imported everything itself would read.
+    server = run.process.server_pid if isinstance(run.process, ForkedProcess) else None
+    sampler = TreeMemorySampler(run.process.pid, budget_bytes=cap, on_over_budget=over_cap,
+                                extra_sample=extra_sample,
+                                sharing_pids=(server,) if server is not None else ())
+    try:
+        with sampler:
+            _supervise(run, timeout_s, on_progress, cancel)
+    except BaseException:
+        run.kill("cancelled")
+        raise
+    finally:
+        tail = _log_tail(run)
+        run.log.close()
+    if run.kill_reason == "cancelled":
+        raise TrialCancelled
+    return sampler.peak_bytes, tail
 
 
 def run_trial(
@@ -288,37 +356,24 @@ def run_trial(
     run = _start(request)
     utilization = UtilizationSampler(device_uuid)
 
-    def over_cap(used: int) -> None:
-        run.kill("oom", f"host memory reached {used / 2**20:.0f} MiB, over {cap_name} of "
-                        f"{cap / 2**20:.0f} MiB")
-
     def sample_utilization() -> None:
         if run.warmed_up:
             utilization.sample()
 
-    sampler = TreeMemorySampler(run.process.pid, budget_bytes=cap, on_over_budget=over_cap,
-                                extra_sample=sample_utilization)
-    try:
-        with sampler:
-            _supervise(run, timeout_s, on_progress, cancel)
-    except BaseException:
-        run.kill("cancelled")
-        raise
-    finally:
-        tail = _log_tail(run)
-        run.log.close()
-    if run.kill_reason == "cancelled":
-        raise TrialCancelled
+    peak_bytes, tail = _supervise_under_cap(
+        run, cap, lambda used: f"host memory reached {used / 2**20:.0f} MiB, over {cap_name} "
+                               f"of {cap / 2**20:.0f} MiB",
+        timeout_s, on_progress, cancel, sample_utilization)
     kills_after = oom_kills.read()
     memory = _HostMemory(
-        peak_bytes=sampler.peak_bytes, cap_bytes=cap,
+        peak_bytes=peak_bytes, cap_bytes=cap,
         kernel_oom_kills=None if kills_before is None or kills_after is None
         else kills_after - kills_before,
     )
     fields = _outcome(run, memory, tail)
     record = TrialRecord.model_validate(fields | {
         "config": config,
-        "peak_host_memory_bytes": sampler.peak_bytes or None,
+        "peak_host_memory_bytes": peak_bytes or None,
         "device_utilization": utilization.mean(),
         "started_at": started_at,
         "finished_at": utcnow(),
@@ -367,3 +422,44 @@ def probe_workload(workload: str, device: str, timeout_s: float = 120.0) -> Prob
         f"loading workload {workload!r} crashed the process "
         f"(exit {run.process.returncode}): {_last_log_line(tail)}"
     )
+
+
+class ProfileFailed(AutotuneError):
+    """The profile process did not deliver a profile; the job searches without one."""
+
+
+def profile_workload(
+    workload: str,
+    device: str,
+    plan: ProfilePlan,
+    timeout_s: float,
+    memory_budget_bytes: int | None = None,
+    budget_is_host_memory: bool = True,
+    cancel: threading.Event | None = None,
+) -> Profile:
+    """Measure the step alone and the loader alone in a fresh process (see
+    :mod:`autotune.measure._profile`), held to a timeout and a memory cap as a trial is.
+
+    Raises :class:`ProfileFailed` saying why when no profile came back, and
+    :class:`TrialCancelled` when ``cancel`` is set meanwhile.
+    """
+    request = {
+        "mode": "profile", "workload": workload, "device": device, "plan": asdict(plan),
+        "device_memory_budget_bytes": None if budget_is_host_memory else memory_budget_bytes,
+    }
+    host_budget = memory_budget_bytes if budget_is_host_memory else None
+    cap = host_budget if host_budget is not None else default_host_memory_cap()
+    run = _start(request)
+
+    _, tail = _supervise_under_cap(
+        run, cap, lambda used: f"the profile's host memory reached {used / 2**20:.0f} MiB, "
+                               f"over its cap of {cap / 2**20:.0f} MiB",
+        timeout_s, cancel=cancel)
+    event = run.result
+    if event is not None and event.get("event") == "profile":
+        return Profile.model_validate(event["profile"])
+    if run.kill_reason is not None:
+        raise ProfileFailed(f"profiling stopped: {run.kill_detail or run.kill_reason}")
+    if event is not None:
+        raise ProfileFailed(f"profiling failed: {event.get('error')}")
+    raise ProfileFailed(f"profiling crashed: {_crash_message(run.process.returncode, tail)}")

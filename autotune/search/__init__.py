@@ -1,32 +1,36 @@
-"""The Optuna study: sampler, pruner, first trials, dedupe and infeasibility skipping."""
+"""The Optuna study: sampler, queued configurations, pruning rule, dedupe and infeasibility."""
 
 from autotune.search._feasibility import InfeasibleSet, needs_at_least_as_much_memory
-from autotune.search._pruner import RelativeToBestPruner, clearly_slow, completed_values
+from autotune.search._pruner import clearly_slow, completed_values
 from autotune.search._search import (
     MeasureFn,
     Observation,
     SearchState,
+    enqueue_candidates,
     enqueue_first_trials,
     fail_interrupted_trials,
     off_grid_baseline,
     run_search,
 )
-from autotune.search._study import make_sampler, open_study, study_name_for
+from autotune.search._study import make_sampler, open_study, ordinal_params, study_name_for
+from autotune.search._warmup_pruner import hopeless_in_warmup
 
 __all__ = [
     "InfeasibleSet",
     "MeasureFn",
     "Observation",
-    "RelativeToBestPruner",
     "SearchState",
     "clearly_slow",
     "completed_values",
+    "enqueue_candidates",
     "enqueue_first_trials",
     "fail_interrupted_trials",
+    "hopeless_in_warmup",
     "make_sampler",
     "needs_at_least_as_much_memory",
     "off_grid_baseline",
     "open_study",
+    "ordinal_params",
     "run_search",
     "study_name_for",
 ]

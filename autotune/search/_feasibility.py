@@ -20,12 +20,14 @@ def needs_at_least_as_much_memory(config: Config, failed: Config) -> bool:
     Batch size, workers, batches each worker holds ahead, pinned buffers, persistent workers
     and a batch prefetched to the device only add memory as they grow or turn on. Precision
     and layout have no such order (autocast keeps fp32 weights plus cached half copies;
-    channels_last may copy inputs), so they must be equal. A configuration smaller in any
-    one knob might fit, and is measured.
+    channels_last may copy inputs), nor has torch.compile (it changes which activations are
+    saved for backward, and its compile workers use host memory), so they must be equal. A
+    configuration smaller in any one knob might fit, and is measured.
     """
     return (
         config.amp == failed.amp
         and config.channels_last == failed.channels_last
+        and config.compile == failed.compile
         and config.batch_size >= failed.batch_size
         and config.num_workers >= failed.num_workers
         and _batches_ahead_per_worker(config) >= _batches_ahead_per_worker(failed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 
 #: A trial is stopped when its throughput so far is below this share of the best finished one.
 PRUNE_RATIO = 0.5
@@ -43,19 +43,3 @@ def clearly_slow(
     if len(intermediate) < min_reports or len(finished) < min_completed:
         return False
     return intermediate[-1] < ratio * max(finished)
-
-
-class RelativeToBestPruner(optuna.pruners.BasePruner):
-    """:func:`clearly_slow` as an Optuna pruner (the study records it; the tuner applies the
-    same rule in memory while a trial runs, so pruning reads no storage during a window)."""
-
-    def __init__(self, ratio: float = PRUNE_RATIO, min_completed: int = MIN_COMPLETED,
-                 min_reports: int = MIN_REPORTS) -> None:
-        self.ratio = ratio
-        self.min_completed = min_completed
-        self.min_reports = min_reports
-
-    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
-        values = [trial.intermediate_values[step] for step in sorted(trial.intermediate_values)]
-        return clearly_slow(values, completed_values(study), self.ratio, self.min_completed,
-                            self.min_reports)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import optuna
 from optuna.trial import TrialState
 
 from autotune.search._feasibility import InfeasibleSet
+from autotune.search._study import ordinal_params
 from autotune.space import Config, SearchSpace
 
 #: Asks in a row that produce nothing new before an untried configuration is queued.
@@ -40,6 +41,8 @@ class SearchState:
     measured: int = 0
     skipped: int = 0
     exhausted: bool = False
+    #: Configurations skipped as infeasible (told to the study once, as pruned).
+    skipped_keys: set[str] = field(default_factory=set)
 
     def remember(self, config: Config, observation: Observation) -> None:
         self.values[config.key()] = observation.value
@@ -48,15 +51,56 @@ class SearchState:
             self.infeasible.add(config)
 
 
+def _trial_params(trial: optuna.trial.FrozenTrial) -> dict[str, object]:
+    """A trial's parameters; a waiting (enqueued) trial has only the ones it was queued with."""
+    return {**trial.system_attrs.get("fixed_params", {}), **trial.params}
+
+
+def enqueue_candidates(
+    study: optuna.Study,
+    space: SearchSpace,
+    configs: Iterable[Config],
+    phase: str,
+    state: SearchState | None = None,
+) -> list[Config]:
+    """Queue configurations for the study to measure next, in the given order.
+
+    Prior knowledge (a prediction, the seeds' checklist) enters the search this way. Skipped:
+    a configuration outside the space, one any trial of the study already holds (measured,
+    pruned, running, waiting or failed: calling this again on a resumed study queues nothing
+    twice), and, with ``state``, one already measured or known not to fit in memory.
+
+    Returns:
+        The configurations queued.
+    """
+    ordinal = ordinal_params(study, space)
+    known = {space.config_from_params(params).key()
+             for t in study.get_trials(deepcopy=False)
+             if (params := _trial_params(t)) or not space.searched}  # a trial just asked has none
+    if state is not None:
+        known |= set(state.values) | state.skipped_keys
+    queued = []
+    for config in configs:
+        config = config.normalized()
+        if config.key() in known or not space.contains(config):
+            continue
+        if state is not None and state.infeasible.reason(config) is not None:
+            continue
+        study.enqueue_trial(space.params_of(config, ordinal), user_attrs={"phase": phase})
+        known.add(config.key())
+        queued.append(config)
+    return queued
+
+
 def enqueue_first_trials(study: optuna.Study, space: SearchSpace) -> None:
-    """The baseline first, then the seeds' checklist (only for a new study)."""
+    """The baseline first, then the seeds' checklist (only for a new study).
+
+    A baseline off the grid is measured apart: see :func:`off_grid_baseline`.
+    """
     if study.get_trials(deepcopy=False):
         return
-    baseline, checklist = space.baseline(), space.checklist()
-    if space.contains(baseline):  # one off the grid is measured apart: see off_grid_baseline
-        study.enqueue_trial(space.params_of(baseline), user_attrs={"phase": "baseline"})
-    if checklist.key() != baseline.key():
-        study.enqueue_trial(space.params_of(checklist), user_attrs={"phase": "checklist"})
+    enqueue_candidates(study, space, [space.baseline()], "baseline")
+    enqueue_candidates(study, space, [space.checklist()], "checklist")
 
 
 def off_grid_baseline(space: SearchSpace, state: SearchState) -> Config | None:
@@ -101,12 +145,16 @@ def run_search(
 ) -> SearchState:
     """Measure configurations until ``n_trials`` have been measured (resumed ones included).
 
-    A configuration already measured is never measured again: Optuna is told its known value.
-    One that needs at least the memory of a configuration that ran out is skipped unmeasured.
+    A configuration already measured is never measured again, and the study is told each
+    measurement once: a repeated proposal is closed as failed (``duplicate_of`` names what it
+    repeats), a state TPE leaves out of its model, where a second value would count the same
+    measurement twice. One that needs at least the memory of a configuration that ran out is
+    skipped unmeasured and told as pruned (a poor result, for TPE) the first time only.
     When the sampler keeps proposing known configurations, an untried one is queued for it; the
     search ends early only when the space holds no untried feasible configuration.
     """
     fruitless = 0
+    ordinal = ordinal_params(study, space)
     while state.measured < n_trials:
         if should_stop is not None and should_stop():
             break
@@ -118,15 +166,15 @@ def run_search(
             if untried is None:
                 state.exhausted = True
                 break
-            study.enqueue_trial(space.params_of(untried), user_attrs={"phase": "search"})
+            study.enqueue_trial(space.params_of(untried, ordinal), user_attrs={"phase": "search"})
             fruitless = 0
         trial = study.ask()
-        config = space.suggest(trial)
+        config = space.suggest(trial, ordinal)
         phase = str(trial.user_attrs.get("phase", "search"))
         key = config.key()
-        if key in state.values:
-            trial.set_user_attr("duplicate", True)
-            study.tell(trial, state.values[key])
+        if key in state.values or key in state.skipped_keys:
+            trial.set_user_attr("duplicate_of", key)
+            study.tell(trial, state=TrialState.FAIL)
             fruitless += 1
             continue
         reason = state.infeasible.reason(config)
@@ -134,6 +182,7 @@ def run_search(
             trial.set_user_attr("skipped", reason)
             study.tell(trial, state=TrialState.PRUNED)
             state.skipped += 1
+            state.skipped_keys.add(key)
             fruitless += 1
             if on_skip is not None:
                 on_skip(config, reason)

@@ -7,6 +7,7 @@ commands are thin faces over these functions.
 from autotune.errors import JobNotFoundError, JobStateError, ServiceError
 from autotune.service._catalog import ENTRY_POINT_GROUP, CatalogEntry, WorkloadCatalog
 from autotune.service._client import ServiceClient
+from autotune.service._fleet import announce, live_device_classes, retire, waiting_for
 from autotune.service._queries import (
     BestTrial,
     MetricsSnapshot,
@@ -46,15 +47,19 @@ __all__ = [
     "ServiceError",
     "Worker",
     "WorkloadCatalog",
+    "announce",
     "claim_next",
     "fail",
     "get_job",
     "heartbeat",
     "list_jobs",
     "list_trials",
+    "live_device_classes",
     "metrics",
     "progress",
     "recommendation",
     "release",
     "request_cancel",
+    "retire",
+    "waiting_for",
 ]

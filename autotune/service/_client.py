@@ -87,5 +87,8 @@ class ServiceClient:
     def recommendation(self, job_id: int) -> dict[str, Any]:
         return self._request("GET", f"/jobs/{job_id}/recommendation")
 
+    def devices(self) -> dict[str, Any]:
+        return self._request("GET", "/devices")
+
     def close(self) -> None:
         self._http.close()

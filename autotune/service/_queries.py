@@ -14,7 +14,7 @@ from autotune.service._queue import get_job
 from autotune.store import Job, Trial
 
 #: Phases that spend the job's trial budget; confirmation re-measures come on top.
-BUDGET_PHASES = ("baseline", "checklist", "search")
+BUDGET_PHASES = ("baseline", "checklist", "predicted", "search")
 #: Upper bounds (seconds) of the trial duration histogram's buckets.
 DURATION_BUCKETS_S = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0)
 
@@ -87,12 +87,15 @@ def list_trials(session: Session, job_id: int, offset: int, limit: int) -> Page:
 
 
 def progress(session: Session, jobs: Sequence[Job]) -> dict[int, Progress]:
-    """The progress of each job, in two queries whatever the number of jobs."""
+    """The progress of each job in its current measurement set, in two queries whatever the
+    number of jobs (trials of earlier sets ran on other hardware and count for nothing)."""
     ids = [job.id for job in jobs]
     counts: dict[tuple[int, bool], int] = {}
     in_budget = Trial.phase.in_(BUDGET_PHASES)
+    current_set = and_(Job.id == Trial.job_id, Job.measurement_set == Trial.measurement_set)
     for job_id, budgeted, count in session.execute(
         select(Trial.job_id, in_budget, func.count())
+        .join(Job, current_set)
         .where(Trial.job_id.in_(ids), Trial.interrupted.is_(False))
         .group_by(Trial.job_id, in_budget)
     ):
@@ -104,6 +107,7 @@ def progress(session: Session, jobs: Sequence[Job]) -> dict[int, Progress]:
                 partition_by=Trial.job_id, order_by=(Trial.samples_per_s.desc(), Trial.number)
             ).label("rank"),
         )
+        .join(Job, current_set)
         .where(Trial.job_id.in_(ids), _usable())
         .subquery()
     )

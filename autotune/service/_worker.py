@@ -21,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.errors import AutotuneError, LeaseLostError
 from autotune.measure import device_identity
+from autotune.service._fleet import announce, retire
 from autotune.service._queue import ClaimPolicy, claim_next, fail, heartbeat, release
 from autotune.store import Database, Trial
 
@@ -44,6 +45,10 @@ def _tuner_run_job(
     from autotune.tuner import Reporter, run_job
 
     class LogReporter(Reporter):
+        def measurement_set_started(self, measurement_set: int, changes: list[str]) -> None:
+            log.info("job %d: this device differs from the one measured so far (%s); "
+                     "measuring anew as set %d", job_id, ", ".join(changes), measurement_set)
+
         def trial_finished(self, trial: Trial) -> None:
             speed = f"{trial.samples_per_s:,.1f} samples/s" if trial.samples_per_s else "-"
             log.info("job %d trial %d (%s): %s, %s", job_id, trial.number, trial.phase,
@@ -91,6 +96,7 @@ class Worker:
         self.worker_id = worker_id or default_worker_id()
         self._run_job = run_job
         self._stopping = threading.Event()
+        self._announced_at: float | None = None
 
     def stop(self) -> None:
         """Stop claiming; a running job is stopped and put back in the queue to resume."""
@@ -102,13 +108,32 @@ class Worker:
                  self.device, self.device_class)
         while not self._stopping.is_set():
             try:
+                self._announce()
                 ran = self.run_once()
             except SQLAlchemyError as exc:
                 log.warning("worker %s: database error, retrying: %s", self.worker_id, exc)
                 ran = False
             if not ran:
                 self._stopping.wait(self.poll_interval_s)
+        self._retire()
         log.info("worker %s stopped", self.worker_id)
+
+    def _announce(self, every_s: float | None = None) -> None:
+        """Tell the database this worker and its device class are alive, at most once per
+        heartbeat interval (``GET /v1/devices`` lists the classes of live workers)."""
+        every_s = self.heartbeat_interval_s if every_s is None else every_s
+        if self._announced_at is not None and time.monotonic() - self._announced_at < every_s:
+            return
+        with self.db.session(immediate=True) as session:
+            announce(session, self.worker_id, self.device_class)
+        self._announced_at = time.monotonic()
+
+    def _retire(self) -> None:
+        try:
+            with self.db.session(immediate=True) as session:
+                retire(session, self.worker_id)
+        except SQLAlchemyError as exc:  # it is forgotten once it stops announcing anyway
+            log.warning("worker %s could not sign off: %s", self.worker_id, exc)
 
     def run_once(self) -> int | None:
         """Claim one job and run it to its end; the id of the job, or None if none was queued."""
@@ -187,6 +212,7 @@ class _Lease(threading.Thread):
         try:
             with self.worker.db.session() as session:
                 state = heartbeat(session, self.job_id, self.worker.worker_id)
+            self.worker._announce(every_s=0)  # busy, but alive: its device class stays listed
         except SQLAlchemyError as exc:  # the next beat may get through before the lease expires
             log.warning("heartbeat of job %d failed: %s", self.job_id, exc)
             return

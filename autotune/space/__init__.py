@@ -1,8 +1,8 @@
 """The knobs, one configuration, and the search space of a job on a device."""
 
-from autotune.space._config import TORCH_DEFAULT_PREFETCH_FACTOR, AmpMode, Config
+from autotune.space._config import TORCH_DEFAULT_PREFETCH_FACTOR, AmpMode, CompileMode, Config
 from autotune.space._facts import DeviceInfo, WorkloadInfo
-from autotune.space._knobs import KNOBS, Knob, amp_modes, default_max_workers
+from autotune.space._knobs import KNOBS, Knob, amp_modes, compile_modes, default_max_workers
 from autotune.space._space import (
     SearchSpace,
     check_knob_settings,
@@ -14,6 +14,7 @@ __all__ = [
     "KNOBS",
     "TORCH_DEFAULT_PREFETCH_FACTOR",
     "AmpMode",
+    "CompileMode",
     "Config",
     "DeviceInfo",
     "Knob",
@@ -21,6 +22,7 @@ __all__ = [
     "WorkloadInfo",
     "amp_modes",
     "check_knob_settings",
+    "compile_modes",
     "coerce_knob_value",
     "default_max_workers",
     "parse_assignments",

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 AmpMode = Literal["off", "fp16", "bf16"]
+CompileMode = Literal["off", "default", "max-autotune"]
 
 #: More DataLoader processes than this is a mistake, never a speed-up.
 MAX_WORKERS = 256
@@ -38,6 +39,8 @@ class Config(BaseModel):
     #: TF32 for float32 matmuls and convolutions; None leaves PyTorch's defaults alone (matmul
     #: in full fp32, cuDNN convolutions in TF32), which is what a user who never set it runs.
     tf32: bool | None = None
+    #: ``torch.compile`` the model: off, or with inductor's ``default`` or ``max-autotune`` mode.
+    compile: CompileMode = "off"
     #: Micro-batches per optimizer step; set from ``--effective-batch``, never searched.
     grad_accum_steps: int = 1
 

@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+NOT_CHECKED_FOR_COMPILE = "was not checked on this device (only a probe checks it)"
+
 
 class DeviceInfo(BaseModel):
     """The device trials run on, as seen from a trial process."""
@@ -26,6 +28,10 @@ class DeviceInfo(BaseModel):
     #: (major, minor) CUDA compute capability; None on CPU.
     compute_capability: tuple[int, int] | None = None
     cpu_count: int = 1
+    #: Why ``torch.compile`` cannot run here (no C++ compiler, no Triton on CUDA, a Python
+    #: torch refuses); None when it can. Found by the probe: a device described otherwise (by
+    #: hand, or stored before compile was a knob) is not known to compile.
+    compile_unavailable: str | None = NOT_CHECKED_FOR_COMPILE
 
     @property
     def is_cuda(self) -> bool:

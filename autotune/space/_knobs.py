@@ -46,6 +46,10 @@ def _tf32_capable(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
     return None
 
 
+def _compile_runs(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
+    return device.compile_unavailable
+
+
 @dataclass(frozen=True)
 class Knob:
     """A setting autotune can search: its name (the JSON key), values and applicability."""
@@ -93,8 +97,22 @@ KNOBS: dict[str, Knob] = {
         # fp32) is never faster than that, so it is not searched, only accepted from the user.
         Knob("tf32", (None, True), None, _tf32_capable,
              help="TF32 for every fp32 matmul and convolution (null: PyTorch's defaults)"),
+        Knob("compile", ("off", "default", "max-autotune"), "off", _compile_runs,
+             help="torch.compile the model (inductor's mode)"),
     )
 }
+
+#: Why ``max-autotune`` is not searched off CUDA.
+MAX_AUTOTUNE_OFF_CUDA = (
+    "max-autotune tunes GPU kernels (Triton templates, CUDA graphs); on a CPU its C++ matmul "
+    "templates need constant (frozen, inference) weights, so a training step is unchanged; "
+    "use default"
+)
+
+
+def compile_modes(device: DeviceInfo) -> tuple[str, ...]:
+    """``torch.compile`` modes searched on the device: max-autotune only on CUDA."""
+    return ("off", "default", "max-autotune") if device.is_cuda else ("off", "default")
 
 
 def amp_modes(device: DeviceInfo) -> tuple[str, ...]:

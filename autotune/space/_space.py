@@ -11,9 +11,15 @@ import optuna
 from pydantic import ValidationError
 
 from autotune.errors import ConfigError, first_validation_error
-from autotune.space._config import TORCH_DEFAULT_PREFETCH_FACTOR, Config
+from autotune.space._config import MAX_WORKERS, TORCH_DEFAULT_PREFETCH_FACTOR, Config
 from autotune.space._facts import DeviceInfo, WorkloadInfo
-from autotune.space._knobs import KNOBS, amp_modes, default_max_workers
+from autotune.space._knobs import (
+    KNOBS,
+    MAX_AUTOTUNE_OFF_CUDA,
+    amp_modes,
+    compile_modes,
+    default_max_workers,
+)
 
 _TRUE_WORDS = {"true", "yes", "on", "1"}
 _FALSE_WORDS = {"false", "no", "off", "0"}
@@ -24,6 +30,13 @@ _NULL_WORDS = {"null", "none", "default"}
 #: dataset would not train with larger batches either.
 MIN_STEPS_PER_EPOCH = 8
 _NUMERIC_KNOBS = ("batch_size", "num_workers", "prefetch_factor")
+#: Knobs whose values are ordered numbers: searched as an index into their ascending values.
+ORDINAL_KNOBS = _NUMERIC_KNOBS
+
+
+def index_param(name: str) -> str:
+    """The Optuna parameter of an ordered knob: the index into its ascending values."""
+    return f"{name}_index"
 
 
 def parse_assignments(items: Iterable[str], option: str) -> dict[str, str]:
@@ -57,10 +70,11 @@ def coerce_knob_value(name: str, raw: Any, option: str = "--fix") -> Any:
             return value in _TRUE_WORDS
         extra = ", or null for PyTorch's default" if name == "tf32" else ""
         raise ConfigError(f"{option} {name}={raw!r}: {name} takes true or false{extra}")
-    if name == "amp":
+    if all(isinstance(v, str) for v in knob.values):  # amp, compile
         if value in knob.values:
             return value
-        raise ConfigError(f"{option} amp={raw!r}: amp takes one of off, fp16, bf16")
+        raise ConfigError(f"{option} {name}={raw!r}: {name} takes one of "
+                          f"{', '.join(knob.values)}")
     if name == "prefetch_factor" and (value is None or value in _NULL_WORDS):
         return None
     try:
@@ -132,6 +146,7 @@ class SearchSpace:
         ranges: Mapping[str, Any] | None = None,
         effective_batch: int | None = None,
         baseline: Mapping[str, Any] | None = None,
+        extra_workers: Iterable[int] = (),
     ) -> None:
         self.device = device
         self.workload = workload
@@ -140,6 +155,11 @@ class SearchSpace:
         self.choices: dict[str, tuple[Any, ...]] = {}
         fixed_values = {name: coerce_knob_value(name, v) for name, v in (fixed or {}).items()}
         parsed_ranges = {name: _parse_range(name, v) for name, v in (ranges or {}).items()}
+        # Worker counts a profile found worth trying beyond the grid; a user's own range or
+        # fixed value of num_workers wins over them.
+        self.extra_workers: tuple[int, ...] = () if (
+            "num_workers" in parsed_ranges or "num_workers" in fixed_values
+        ) else tuple(sorted({w for w in extra_workers if 0 < w <= MAX_WORKERS}))
         for name, knob in KNOBS.items():
             reason = knob.reason_not_applicable(device, workload)
             if reason is not None:
@@ -185,9 +205,11 @@ class SearchSpace:
             return values
         if name == "num_workers":
             bound = default_max_workers(self.device.cpu_count)
-            return tuple(w for w in knob.values if w <= bound)
+            return tuple(sorted({w for w in knob.values if w <= bound} | set(self.extra_workers)))
         if name == "amp":
             return amp_modes(self.device)
+        if name == "compile":
+            return compile_modes(self.device)
         return knob.values
 
     def _divisors_of_effective_batch(self, candidates: Iterable[int]) -> tuple[int, ...]:
@@ -243,6 +265,8 @@ class SearchSpace:
         return self.effective_batch is None or self.effective_batch % batch == 0
 
     def _check_amp_fix(self, fixed_values: Mapping[str, Any]) -> None:
+        if fixed_values.get("compile") == "max-autotune" and not self.device.is_cuda:
+            raise ConfigError(f"--fix compile=max-autotune: {MAX_AUTOTUNE_OFF_CUDA}")
         amp = fixed_values.get("amp")
         if amp is not None and amp not in amp_modes(self.device):
             raise ConfigError(
@@ -277,26 +301,77 @@ class SearchSpace:
             merged["grad_accum_steps"] = self.effective_batch // merged["batch_size"]
         return Config.model_validate(merged).normalized()
 
-    def suggest(self, trial: optuna.trial.BaseTrial) -> Config:
-        """Ask an Optuna trial for one configuration of this space."""
+    def ordered_values(self, name: str) -> tuple[int, ...] | None:
+        """The values of an ordered numeric knob, ascending; None for a knob searched as
+        categories (flags, ``amp``, or a list holding ``null``)."""
+        values = self.choices[name]
+        if name not in ORDINAL_KNOBS or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in values
+        ):
+            return None
+        return tuple(sorted(values))
+
+    def _suggest_knob(self, trial: optuna.trial.BaseTrial, name: str, ordinal: bool) -> Any:
+        ordered = self.ordered_values(name) if ordinal else None
+        if ordered is None:
+            return trial.suggest_categorical(name, list(self.choices[name]))
+        return ordered[trial.suggest_int(index_param(name), 0, len(ordered) - 1)]
+
+    def suggest(self, trial: optuna.trial.BaseTrial, ordinal: bool = True) -> Config:
+        """Ask an Optuna trial for one configuration of this space.
+
+        An ordered numeric knob (batch size, workers, prefetch) is asked as an integer index
+        into its ascending values, so that the sampler knows 256 lies between 128 and 512;
+        ``ordinal=False`` asks every knob as categories, as studies created before did.
+        """
         values: dict[str, Any] = {}
-        for name, choices in self.searched.items():
-            if KNOBS[name].needs_workers:
-                continue
-            values[name] = trial.suggest_categorical(name, list(choices))
+        for name in self.searched:
+            if not KNOBS[name].needs_workers:
+                values[name] = self._suggest_knob(trial, name, ordinal)
         if values.get("num_workers", self.choices["num_workers"][0]) > 0:
-            for name, choices in self.searched.items():
+            for name in self.searched:
                 if KNOBS[name].needs_workers:
-                    values[name] = trial.suggest_categorical(name, list(choices))
+                    values[name] = self._suggest_knob(trial, name, ordinal)
         return self.config_from(values)
 
-    def params_of(self, config: Config) -> dict[str, Any]:
-        """The Optuna parameters that would produce ``config`` (for enqueueing it)."""
-        data = config.model_dump()
-        params = {name: data[name] for name in self.searched if not KNOBS[name].needs_workers}
-        if config.num_workers > 0:
-            params.update({n: data[n] for n in self.searched if KNOBS[n].needs_workers})
-        return params
+    def _param_of(self, name: str, value: Any, ordinal: bool) -> tuple[str, Any]:
+        ordered = self.ordered_values(name) if ordinal else None
+        if ordered is None:
+            return name, value
+        return index_param(name), ordered.index(value)
+
+    def params_of(self, config: Config, ordinal: bool = True) -> dict[str, Any]:
+        """The Optuna parameters that :meth:`suggest` turns into ``config`` (for enqueueing it).
+
+        ``config`` must lie in the space (see :meth:`contains`).
+        """
+        data = config.normalized().model_dump()
+        names = [n for n in self.searched if config.num_workers > 0 or not KNOBS[n].needs_workers]
+        return dict(self._param_of(name, data[name], ordinal) for name in names)
+
+    def config_from_params(self, params: Mapping[str, Any]) -> Config:
+        """The configuration of an Optuna trial's parameters, ordinal or categorical.
+
+        Raises :class:`ConfigError` when an index lies outside this space's values: the study
+        was made for another space.
+        """
+        values: dict[str, Any] = {}
+        for name in self.searched:
+            if name in params:
+                values[name] = params[name]
+                continue
+            ordered = self.ordered_values(name)
+            index = params.get(index_param(name))
+            if index is None or ordered is None:
+                continue
+            if not 0 <= index < len(ordered):
+                raise ConfigError(
+                    f"the study's {index_param(name)}={index} lies outside this job's "
+                    f"{len(ordered)} values of {name}: the search space changed since the "
+                    "study was created; submit a new job instead of resuming this one"
+                )
+            values[name] = ordered[index]
+        return self.config_from(values)
 
     def contains(self, config: Config) -> bool:
         data = config.normalized().model_dump()

@@ -16,11 +16,12 @@ from autotune.store._models import (
     PHASES,
     Base,
     Job,
+    LiveWorker,
     Outcome,
     Trial,
     utcnow,
 )
-from autotune.store._record import TrialRecord
+from autotune.store._record import TrialRecord, throughput_over_run
 
 __all__ = [
     "JOB_STATUSES",
@@ -30,6 +31,7 @@ __all__ = [
     "Base",
     "Database",
     "Job",
+    "LiveWorker",
     "Outcome",
     "Trial",
     "TrialRecord",
@@ -44,6 +46,7 @@ __all__ = [
     "open_database",
     "resolve_url",
     "schema_differences",
+    "throughput_over_run",
     "try_file_lock",
     "upgrade",
     "utcnow",

@@ -26,8 +26,9 @@ JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interr
 #: Trial outcomes. Only ``ok`` trials within the memory budget can be recommended.
 Outcome = Literal["ok", "oom", "nonfinite", "timeout", "error", "crashed"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
-#: Why a trial was run: the search, its two seeded first trials, confirmation, or `bench`.
-PHASES = ("baseline", "checklist", "search", "confirm", "bench")
+#: Why a trial was run: the search, its seeded first trials (the baseline, the checklist, and
+#: the configurations the profile predicts best or knows least), confirmation, or `bench`.
+PHASES = ("baseline", "checklist", "predicted", "search", "confirm", "bench")
 
 
 def utcnow() -> datetime:
@@ -77,8 +78,15 @@ class Job(Base):
     #: The device class the job must run on (``cuda: NVIDIA H100 80GB HBM3``, ``cpu: MODEL, N
     #: cores``): set at submission or by its first worker; only matching workers claim it.
     device_class: Mapped[str | None] = mapped_column(String(512), index=True)
+    #: The fingerprint of the job's current measurement set (see ``measurement_set``).
     fingerprint: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    #: The measurement set the job ranks and recommends from: it starts at 1 and goes up when
+    #: the job is resumed on hardware or software whose measurements are not comparable.
+    measurement_set: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     space: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    #: The profile (the step alone, the loader alone, the memory model), measured once; a
+    #: resumed job reuses it. ``{"error": ...}`` when profiling failed; null when it was off.
+    profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     recommendation: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(Text)
     worker_id: Mapped[str | None] = mapped_column(String(256))
@@ -92,6 +100,17 @@ class Job(Base):
     trials: Mapped[list[Trial]] = relationship(
         back_populates="job", order_by="Trial.number", cascade="all, delete-orphan"
     )
+
+
+class LiveWorker(Base):
+    """A live worker: the device class it serves, refreshed while it runs (``GET /v1/devices``)."""
+
+    __tablename__ = "autotune_workers"
+
+    id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    device_class: Mapped[str] = mapped_column(String(512), index=True)
+    #: The worker's last sign of life, on the database's clock.
+    seen_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class Trial(Base):
@@ -109,16 +128,23 @@ class Trial(Base):
     number: Mapped[int] = mapped_column(Integer)
     optuna_number: Mapped[int | None] = mapped_column(Integer)
     phase: Mapped[str] = mapped_column(String(16), default="search")
+    #: The job's measurement set this trial belongs to: trials of earlier sets ran on other
+    #: hardware or software and are kept for reading, never ranked with the current set.
+    measurement_set: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
     config_key: Mapped[str] = mapped_column(String(1024))
     outcome: Mapped[str] = mapped_column(String(16))
     #: Stopped early by the pruner because it was clearly slower than the best so far.
     pruned: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: Pruned before its timed window began: its warm-up rate was already far below the best.
+    pruned_during_warmup: Mapped[bool] = mapped_column(Boolean, default=False)
     #: The process running the job stopped during this trial; it is retried once on resume.
     interrupted: Mapped[bool] = mapped_column(Boolean, default=False)
     #: False when its peak memory exceeded the job's memory budget.
     within_budget: Mapped[bool | None] = mapped_column(Boolean)
     samples_per_s: Mapped[float | None] = mapped_column(Float)
+    #: What the job's profile predicted for this configuration, before it ran.
+    predicted_samples_per_s: Mapped[float | None] = mapped_column(Float)
     step_time_median_ms: Mapped[float | None] = mapped_column(Float)
     step_time_p90_ms: Mapped[float | None] = mapped_column(Float)
     #: Share of the window inside the DataLoader's ``next()`` (not copies, not device waits).
@@ -135,6 +161,8 @@ class Trial(Base):
     #: Mean GPU busy fraction (0..1) over the window, from NVML.
     device_utilization: Mapped[float | None] = mapped_column(Float)
     losses_finite: Mapped[bool | None] = mapped_column(Boolean)
+    #: Seconds torch.compile added to the steps that compiled; not part of samples_per_s.
+    compile_s: Mapped[float | None] = mapped_column(Float)
     steps: Mapped[int | None] = mapped_column(Integer)
     warmup_steps: Mapped[int | None] = mapped_column(Integer)
     window_s: Mapped[float | None] = mapped_column(Float)

@@ -16,6 +16,22 @@ from autotune.space import Config
 from autotune.store._models import Outcome, utcnow
 
 
+def throughput_over_run(samples_per_s: float, compile_s: float | None,
+                        run_samples: int | None) -> float:
+    """Samples per second over a whole run of ``run_samples`` samples that first spends
+    ``compile_s`` seconds compiling: ``run_samples / (run_samples / samples_per_s + compile_s)``.
+
+    Without compile time, or without a known run length, it is ``samples_per_s``.
+
+    Example:
+        >>> throughput_over_run(1000.0, 10.0, 10_000)  # 10 s of training after 10 s compiling
+        500.0
+    """
+    if not compile_s or not run_samples or samples_per_s <= 0:
+        return samples_per_s
+    return run_samples / (run_samples / samples_per_s + compile_s)
+
+
 class TrialRecord(BaseModel):
     """One configuration measured once, in its own process, and how that ended."""
 
@@ -25,6 +41,8 @@ class TrialRecord(BaseModel):
     outcome: Outcome
     #: Stopped early by the pruner because it was clearly slower than the best so far.
     pruned: bool = False
+    #: Pruned before its timed window began: its warm-up rate was already far below the best.
+    pruned_during_warmup: bool = False
     #: False when its peak memory exceeded the job's memory budget; None without a budget.
     within_budget: bool | None = None
 
@@ -42,6 +60,12 @@ class TrialRecord(BaseModel):
     losses_finite: bool | None = None
     peak_memory_allocated_bytes: int | None = None
     peak_memory_reserved_bytes: int | None = None
+    #: Seconds torch.compile added to the steps that compiled (None: not compiled); never part
+    #: of ``samples_per_s``, charged against a run's length by :meth:`samples_per_s_over`.
+    compile_s: float | None = None
+
+    #: What the job's profile predicted for this configuration, before it ran.
+    predicted_samples_per_s: float | None = None
 
     # Measured from outside, by the parent process.
     peak_host_memory_bytes: int | None = None
@@ -73,6 +97,13 @@ class TrialRecord(BaseModel):
             and self.within_budget is not False
             and self.samples_per_s is not None
         )
+
+    def samples_per_s_over(self, run_samples: int | None) -> float | None:
+        """Throughput over a run of ``run_samples`` samples, compile time included (see
+        :func:`throughput_over_run`); ``samples_per_s`` stays the steady state."""
+        if self.samples_per_s is None:
+            return None
+        return throughput_over_run(self.samples_per_s, self.compile_s, run_samples)
 
     @property
     def ran_out_of_memory(self) -> bool:

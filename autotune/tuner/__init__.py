@@ -2,10 +2,11 @@
 
 from autotune.tuner._bench import bench, read_config
 from autotune.tuner._job import JobCancelled, create_job, load_job, run_job
-from autotune.tuner._options import TuneOptions, parse_memory
+from autotune.tuner._options import CONFIRM_WINDOW_FACTOR, TuneOptions, parse_memory
 from autotune.tuner._reporter import Reporter
 
 __all__ = [
+    "CONFIRM_WINDOW_FACTOR",
     "JobCancelled",
     "Reporter",
     "TuneOptions",

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from autotune.errors import ConfigError, first_validation_error
 from autotune.measure import device_identity
-from autotune.runner import probe_workload, run_trial
+from autotune.runner import TrialLauncher, probe_workload, run_trial
 from autotune.space import Config, SearchSpace
 from autotune.store import Database, Job, Trial, device_lock, utcnow
 from autotune.tuner._options import TuneOptions
@@ -47,7 +47,12 @@ def bench(
     reporter: Reporter | None = None,
 ) -> Job:
     """Measure ``config`` ``repeats`` times in fresh processes; store and return the job."""
-    reporter = reporter or Reporter()
+    with TrialLauncher(options.workload, options.device):  # one warm server for every repeat
+        return _bench(db, options, config, repeats, reporter or Reporter())
+
+
+def _bench(db: Database, options: TuneOptions, config: Config, repeats: int,
+           reporter: Reporter) -> Job:
     device_key = device_identity(options.device).key
     with device_lock(db, device_key):
         probe = probe_workload(options.workload, options.device, options.trial_timeout_s)
@@ -69,7 +74,7 @@ def bench(
         reporter.trial_started("bench", config)
         with device_lock(db, device_key):
             result = run_trial(
-                options.workload, config, options.device, plan, options.trial_timeout_s,
+                options.workload, config, options.device, plan, options.trial_timeout_for(config),
                 memory_budget_bytes=budget, budget_is_host_memory=not probe.device.is_cuda,
                 device_uuid=probe.device_uuid,
             )

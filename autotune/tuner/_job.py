@@ -9,26 +9,35 @@ from collections import defaultdict, deque
 from typing import Any
 
 import optuna
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from autotune.errors import AutotuneError, ConfigError, NoFeasibleConfigError
-from autotune.measure import device_identity
+from autotune.measure import device_identity, fingerprint_differences
 from autotune.recommend import (
     Confirmation,
     build_document,
     confirm,
     pick_candidates,
 )
-from autotune.runner import ProbeResult, TrialCancelled, probe_workload, run_trial
+from autotune.runner import (
+    ProbeResult,
+    TrialCancelled,
+    TrialLauncher,
+    probe_workload,
+    run_trial,
+)
 from autotune.search import (
     InfeasibleSet,
     Observation,
     SearchState,
     clearly_slow,
     completed_values,
+    enqueue_candidates,
     enqueue_first_trials,
     fail_interrupted_trials,
+    hopeless_in_warmup,
     off_grid_baseline,
     open_study,
     run_search,
@@ -46,6 +55,17 @@ from autotune.store import (
     utcnow,
 )
 from autotune.tuner._options import TuneOptions
+from autotune.tuner._profiled import (
+    PREDICTED_PHASE,
+    PredictFn,
+    Predictor,
+    ProfileCancelled,
+    measure_profile,
+    no_prediction,
+    profile_plan,
+    seed_configs,
+    stored_profile,
+)
 from autotune.tuner._record import trial_row
 from autotune.tuner._reporter import Reporter
 
@@ -65,7 +85,8 @@ def create_job(db: Database, options: TuneOptions, status: str = "queued") -> in
     the database claims it first.
     """
     with db.session(immediate=True) as session:
-        job = Job(workload=options.workload, options=options.model_dump(), status=status)
+        job = Job(workload=options.workload, options=options.model_dump(), status=status,
+                  device_class=options.device_class)
         session.add(job)
         session.flush()
         return job.id
@@ -115,11 +136,19 @@ class _JobRun:
         self.options = options
         self.reporter = reporter
         self.cancel = cancel
+        #: Short windows screen configurations in the search; longer ones decide in confirmation.
         self.plan = options.measure_plan()
+        self.confirm_plan = options.confirm_plan()
         self.started = time.monotonic()
         self.durations: list[float] = []
         self.probe: ProbeResult | None = None
         self.budget: int | None = None
+        #: Samples in the user's run, which compile time is charged against.
+        self.run_samples: int | None = None
+        #: The measurement set this run ranks, resumes and stores into (see ``_measurement_set``).
+        self.measurement_set = 1
+        self.predictor: Predictor | None = None
+        self.predict: PredictFn = no_prediction
 
     # -- set-up -------------------------------------------------------------------------------
 
@@ -138,12 +167,52 @@ class _JobRun:
                     f"--max-memory {_mib(self.budget)} is below the {_mib(idle)} the workload "
                     "needs before its first batch; raise --max-memory above that"
                 )
-        space = SearchSpace(
-            device, probe.workload, options.fixed, options.ranges, options.effective_batch,
-            options.baseline,
-        )
         self.probe = probe
+        space = self._space()
+        self.run_samples = options.run_samples(probe.workload.dataset_length, space.baseline())
+        if self.run_samples is None and set(space.choices["compile"]) != {"off"}:
+            raise ConfigError(
+                "the dataset has no length, so the run's length is unknown and torch.compile's "
+                "time cannot be charged against it; pass --steps N (or --fix compile=off)"
+            )
         return probe, space
+
+    def _space(self, extra_workers: tuple[int, ...] = ()) -> SearchSpace:
+        assert self.probe is not None
+        options = self.options
+        return SearchSpace(
+            self.probe.device, self.probe.workload, options.fixed, options.ranges,
+            options.effective_batch, options.baseline, extra_workers=extra_workers,
+        )
+
+    def _profile(self, space: SearchSpace) -> SearchSpace:
+        """Profile once (a resumed job reuses the stored profile) and predict; returns the
+        space with the worker counts the profile found worth trying beyond the grid."""
+        if not self.options.profile:
+            return space
+        job = load_job(self.db, self.job_id)
+        profile = stored_profile(job)
+        assert self.probe is not None
+        if job.fingerprint and fingerprint_differences(job.fingerprint, self.probe.fingerprint):
+            profile = None  # measured on other hardware: the new measurement set profiles anew
+        if profile is None:
+            host_budget = not self.probe.device.is_cuda
+            plan = profile_plan(space, self.budget, host_budget, self.options.profile_seconds)
+            try:
+                profile = measure_profile(
+                    self.db, self.job_id, self.owner, self.identity.key, self.options.workload,
+                    self.options.device, plan, self.options.trial_timeout_s, self.budget,
+                    host_budget, self.cancel)
+            except ProfileCancelled:
+                raise JobCancelled from None
+        if isinstance(profile, str):
+            self.reporter.profile_failed(profile)
+            return space
+        space = self._space(tuple(profile.extra_workers)) if profile.extra_workers else space
+        self.predictor = Predictor(profile, space, self.budget)
+        self.predict = self.predictor.samples_per_s
+        self.reporter.profiled(profile)
+        return space
 
     def _resume_state(
         self, study: optuna.Study, space: SearchSpace
@@ -151,18 +220,20 @@ class _JobRun:
         """What earlier attempts at this job measured, and re-queue an interrupted trial once."""
         state = SearchState(InfeasibleSet())
         with self.db.session() as session:
-            rows = list(session.scalars(select(Trial).where(Trial.job_id == self.job_id)))
+            rows = list(session.scalars(select(Trial).where(
+                Trial.job_id == self.job_id, Trial.measurement_set == self.measurement_set)))
             session.expunge_all()
         searched = [r for r in rows if r.phase != "confirm" and not r.interrupted]
         for row in searched:
             record = TrialRecord.model_validate(row)
-            state.values[row.config_key] = (record.samples_per_s or 0.0) if record.usable else 0.0
+            value = record.samples_per_s_over(self.run_samples) if record.usable else None
+            state.values[row.config_key] = value or 0.0
             state.measured += 1
             if record.ran_out_of_memory:
                 state.infeasible.add(record.config)
         retried = {r.config_key for r in rows if r.interrupted}
         for frozen in fail_interrupted_trials(study):
-            config = space.config_from(frozen.params)
+            config = space.config_from_params(frozen.params)
             phase = str(frozen.user_attrs.get("phase", "search"))
             self._store_interrupted(config, phase, frozen.number)
             if config.key() not in retried and config.key() not in state.values:
@@ -180,7 +251,7 @@ class _JobRun:
         with self.db.session(immediate=True) as session:
             lock_owned_job(session, self.job_id, self.owner)
             row = trial_row(self.job_id, next_trial_number(session, self.job_id), phase, record,
-                            optuna_number)
+                            optuna_number, self.measurement_set)
             row.interrupted = True
             session.add(row)
 
@@ -200,6 +271,8 @@ class _JobRun:
         def on_progress(event: dict[str, Any]) -> bool:
             if not pruning:
                 return False
+            if event.get("warmup"):
+                return hopeless_in_warmup(event, finished)
             intermediate.append(event["samples_per_s"])
             return clearly_slow(intermediate, finished)
 
@@ -213,8 +286,8 @@ class _JobRun:
                     self.options.workload,
                     config,
                     self.options.device,
-                    self.plan,
-                    self.options.trial_timeout_s,
+                    self.confirm_plan if phase == "confirm" else self.plan,
+                    self.options.trial_timeout_for(config),
                     memory_budget_bytes=self.budget,
                     budget_is_host_memory=not (device and device.is_cuda),
                     device_uuid=self.probe.device_uuid if self.probe else None,
@@ -223,6 +296,7 @@ class _JobRun:
                 )
             except TrialCancelled:
                 return None
+        record = record.model_copy(update={"predicted_samples_per_s": self.predict(config)})
         if trial is not None:
             for step, value in enumerate(intermediate):
                 trial.report(value, step=step)
@@ -232,7 +306,7 @@ class _JobRun:
             lock_owned_job(session, self.job_id, self.owner)
             row = trial_row(
                 self.job_id, next_trial_number(session, self.job_id), phase, record,
-                trial.number if trial is not None else None,
+                trial.number if trial is not None else None, self.measurement_set,
             )
             session.add(row)
             session.flush()
@@ -246,12 +320,16 @@ class _JobRun:
         record = self._measure(config, phase, trial)
         if record is None:
             return Observation(0.0, cancelled=True)
-        value = record.samples_per_s if record.usable and record.samples_per_s else 0.0
+        # The throughput over the user's run: compile time is paid once per run.
+        over_run = record.samples_per_s_over(self.run_samples) if record.usable else None
+        value = over_run or 0.0
         return Observation(value, pruned=record.pruned, out_of_memory=record.ran_out_of_memory)
 
     def _confirm_estimate_s(self) -> float:
         typical = statistics.median(self.durations) if self.durations else 10.0
-        return typical * (self.options.confirm_top + 1) * self.options.confirm_rounds
+        # A confirmation run lasts a search trial plus its longer window (at least).
+        longer = max(0.0, self.confirm_plan.min_seconds - self.plan.min_seconds)
+        return (typical + longer) * (self.options.confirm_top + 1) * self.options.confirm_rounds
 
     def _out_of_time(self) -> bool:
         if self.cancel.is_set():
@@ -266,22 +344,33 @@ class _JobRun:
     def run(self) -> dict[str, Any]:
         probe, space = self._probe()
         with self.db.session(immediate=True) as session:
+            # Settled before profiling: a refused job stores nothing new, its profile included.
             job = lock_owned_job(session, self.job_id, self.owner)
             self._check_device_class(job)
+            self.measurement_set = self._measurement_set(session, job, probe.fingerprint)
+        space = self._profile(space)
+        with self.db.session(immediate=True) as session:
+            job = lock_owned_job(session, self.job_id, self.owner)
+            job.measurement_set = self.measurement_set
             job.device_class = self.identity.device_class
             job.workload_name = probe.workload.name
             job.device = probe.device.model_dump()
             job.fingerprint = probe.fingerprint
             job.space = space.describe()
-            job.study_name = study_name_for(self.job_id)
+            job.study_name = study_name_for(self.job_id, self.measurement_set)
             session.flush()
             session.expunge(job)
         self.reporter.job_started(job, probe, space)
 
         study = open_study(self.db.url, self.job_id, space, self.options.n_trials,
-                           self.options.seed, self.options.prune)
+                           self.options.seed, self.measurement_set)
+        fresh = not study.get_trials(deepcopy=False)
         state, confirm_rows = self._resume_state(study, space)
         enqueue_first_trials(study, space)
+        if fresh and self.predictor is not None:
+            seeds = seed_configs(self.predictor.all(), space, self.options.n_trials,
+                                 [space.baseline(), space.checklist()])
+            enqueue_candidates(study, space, seeds, PREDICTED_PHASE, state)
         self.reporter.phase_started("search", self.options.n_trials)
         baseline = off_grid_baseline(space, state)
         if baseline is not None:
@@ -299,19 +388,53 @@ class _JobRun:
         return self._recommend(space, state, confirm_rows)
 
     def _check_device_class(self, job: Job) -> None:
-        """Refuse to add measurements from other hardware to a job's measurement set."""
-        if job.device_class is not None and job.device_class != self.identity.device_class:
+        """Refuse to run a job that was submitted for another device class on this device.
+
+        A class the job only recorded when it first ran is no requirement: running elsewhere
+        is then a change of hardware like any other (see :meth:`_measurement_set`).
+        """
+        needed = self.options.device_class
+        if needed is not None and needed != self.identity.device_class:
             raise ConfigError(
-                f"job {job.id} runs on {job.device_class!r} but this device is "
-                f"{self.identity.device_class!r}, and measurements of different hardware must "
-                "not be ranked together; run it on a matching device or submit a new job"
+                f"job {job.id} was submitted for {needed!r} but this device is "
+                f"{self.identity.device_class!r}; run it on a matching device or submit a new "
+                "job for this one"
             )
+
+    def _measurement_set(self, session: Session, job: Job, current: dict[str, Any]) -> int:
+        """The measurement set this run adds to: the job's, or a new one on other hardware.
+
+        Measurements are only ranked within one set. A job resumed or taken over where the
+        fingerprint's comparable part differs (see
+        :func:`autotune.measure.comparable_identity`) starts a new set when its option
+        ``on_new_hardware`` is ``fresh``, keeping the old trials for reading; with ``refuse``
+        it fails, and nothing stored changes. A set with no trials yet is simply adopted.
+        """
+        measurement_set = job.measurement_set or 1
+        if job.fingerprint is None:
+            return measurement_set
+        changes = fingerprint_differences(job.fingerprint, current)
+        if not changes:
+            return measurement_set
+        stored = session.scalar(select(func.count()).select_from(Trial).where(
+            Trial.job_id == job.id, Trial.measurement_set == measurement_set))
+        if not stored:
+            return measurement_set
+        if self.options.on_new_hardware == "refuse":
+            raise ConfigError(
+                f"job {job.id} was measured on other hardware or software than this "
+                f"({', '.join(changes)}) and its on_new_hardware option is 'refuse'; run it "
+                "where these match, or submit it again with on_new_hardware 'fresh' to "
+                "measure it anew here"
+            )
+        self.reporter.measurement_set_started(measurement_set + 1, changes)
+        return measurement_set + 1
 
     def _searched_records(self) -> list[TrialRecord]:
         with self.db.session() as session:
             rows = session.scalars(select(Trial).where(
-                Trial.job_id == self.job_id, Trial.phase != "confirm",
-                Trial.interrupted.is_(False),
+                Trial.job_id == self.job_id, Trial.measurement_set == self.measurement_set,
+                Trial.phase != "confirm", Trial.interrupted.is_(False),
             ))
             return [TrialRecord.model_validate(row) for row in rows]
 
@@ -331,7 +454,8 @@ class _JobRun:
         self.reporter.phase_started(
             "confirm", (len(candidates) + 1) * self.options.confirm_rounds
         )
-        confirmation = confirm(baseline, candidates, self.options.confirm_rounds, measure_once)
+        confirmation = confirm(baseline, candidates, self.options.confirm_rounds, measure_once,
+                               self.run_samples)
         if confirmation is None:
             raise JobCancelled
         return confirmation
@@ -341,7 +465,8 @@ class _JobRun:
     ) -> dict[str, Any]:
         searched = self._searched_records()
         baseline = space.baseline()
-        candidates = pick_candidates(searched, baseline, self.options.confirm_top)
+        candidates = pick_candidates(searched, baseline, self.options.confirm_top,
+                                     self.run_samples)
         if not candidates and not any(m.usable for m in searched):
             raise NoFeasibleConfigError(self._nothing_usable_message(searched))
         confirmation = self._confirm(baseline, candidates, confirm_rows)
@@ -362,7 +487,16 @@ class _JobRun:
             fingerprint=self.probe.fingerprint,
             space=space.describe(),
             job_id=self.job_id,
+            run=self._run_length(),
+            profile=self.predictor.profile if self.predictor is not None else None,
         )
+
+    def _run_length(self) -> dict[str, Any]:
+        """The run the recommendation is ranked for, as the document states it."""
+        options = self.options
+        return {"samples": self.run_samples,
+                "steps": options.steps,
+                "epochs": None if options.steps is not None else options.epochs or 1}
 
     def _nothing_usable_message(self, searched: list[TrialRecord]) -> str:
         if searched and all(m.outcome == "oom" for m in searched) and self.budget is not None:
@@ -375,7 +509,8 @@ class _JobRun:
     def _trial_counts(self, state: SearchState) -> dict[str, Any]:
         with self.db.session() as session:
             rows = list(session.scalars(select(Trial).where(
-                Trial.job_id == self.job_id, Trial.interrupted.is_(False))))
+                Trial.job_id == self.job_id, Trial.measurement_set == self.measurement_set,
+                Trial.interrupted.is_(False))))
             by_outcome: dict[str, int] = defaultdict(int)
             for row in rows:
                 by_outcome[row.outcome] += 1
@@ -420,7 +555,8 @@ def run_job(
     _update_job(db, job_id, owner, status="running", started_at=job.started_at or utcnow(),
                 error=None, finished_at=None)
     try:
-        document = _JobRun(db, job_id, options, reporter, cancel, owner).run()
+        with TrialLauncher(options.workload, options.device):  # the probe's and the trials'
+            document = _JobRun(db, job_id, options, reporter, cancel, owner).run()
     except JobCancelled:
         _update_job(db, job_id, owner, status="cancelled", finished_at=utcnow())
     except AutotuneError as exc:

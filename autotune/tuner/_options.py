@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from autotune.errors import ConfigError
 from autotune.measure import MeasurePlan
+from autotune.space import Config
 
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b|%)?\s*$", re.IGNORECASE)
 _UNITS = {
@@ -21,9 +22,18 @@ _UNITS = {
 
 _PLAN = MeasurePlan()
 
+#: A confirmation run's window is this many times a search trial's, unless set: the search
+#: screens many configurations on short windows, the confirmation decides on long ones.
+CONFIRM_WINDOW_FACTOR = 3
+#: ``cuda: MODEL`` or ``cpu: MODEL, N cores``, as workers report their device class.
+_DEVICE_CLASS = re.compile(r"^(cuda: \S.*|cpu: \S.*, \d+ cores)$")
+
 MAX_TRIALS = 1000
 MAX_TRIAL_TIMEOUT_S = 3600.0
 MAX_TIME_BUDGET_S = 7 * 24 * 3600.0
+#: Seconds a trial that compiles may take beyond ``trial_timeout_s`` by default: inductor's
+#: max-autotune on a large model takes minutes.
+DEFAULT_COMPILE_TIMEOUT_S = 900.0
 
 
 def parse_memory(value: str | int, device_total_bytes: int) -> int:
@@ -77,11 +87,62 @@ class TuneOptions(BaseModel):
     #: Best candidates re-measured against the baseline before recommending.
     confirm_top: int = Field(default=3, ge=1, le=10)
     confirm_rounds: int = Field(default=3, ge=1, le=10)
+    #: Shortest timed window of a confirmation run; None: CONFIRM_WINDOW_FACTOR x min_seconds.
+    confirm_seconds: float | None = Field(default=None, ge=0, le=3600)
     prune: bool = True
+    #: The length of the run the recommendation is for, which torch.compile's time is charged
+    #: against: epochs of the dataset (one when neither is given), or optimizer steps at the
+    #: baseline's batch (the same samples whichever batch size a configuration uses).
+    epochs: int | None = Field(default=None, ge=1, le=1_000_000)
+    steps: int | None = Field(default=None, ge=1, le=10**12)
+    #: Seconds a trial that compiles may take beyond ``trial_timeout_s``.
+    compile_timeout_s: float = Field(default=DEFAULT_COMPILE_TIMEOUT_S, gt=0,
+                                     le=MAX_TRIAL_TIMEOUT_S)
+    #: The device class the job must run on (``cuda: NVIDIA H100 80GB HBM3``, ``cpu: MODEL, 16
+    #: cores``, as ``GET /v1/devices`` lists them); None: the first device that runs it.
+    device_class: str | None = Field(default=None, max_length=512)
+    #: A job resumed or taken over where the hardware or software differs from what it measured
+    #: so far: ``fresh`` measures anew in a new measurement set (the old trials are kept and
+    #: never ranked with the new), ``refuse`` fails it. ``fresh`` by default: either way no
+    #: ranking mixes hardware, and a fleet's worker that takes a job over is rarely the user's
+    #: choice, so failing would only cost them the job.
+    on_new_hardware: Literal["fresh", "refuse"] = "fresh"
+    #: Profile the step alone and the loader alone first, predict every configuration, and
+    #: seed the search with the predicted best and the least known; False: the plain search.
+    profile: bool = True
+    #: Seconds the profile may spend measuring, half on the step and half on the loader.
+    profile_seconds: float = Field(default=40.0, ge=2, le=600)
 
     def measure_plan(self) -> MeasurePlan:
-        """The measurement window these options ask for."""
+        """The measurement window of a search trial: short, to screen many configurations."""
         return MeasurePlan(self.warmup_steps, self.min_steps, self.min_seconds, seed=self.seed)
+
+    def confirm_plan(self) -> MeasurePlan:
+        """The longer window of a confirmation run, which decides between the candidates.
+
+        ``CONFIRM_WINDOW_FACTOR`` times the search's steps, and ``confirm_seconds`` (by default
+        that factor times the search's seconds).
+        """
+        seconds = self.confirm_seconds
+        if seconds is None:
+            seconds = CONFIRM_WINDOW_FACTOR * self.min_seconds
+        return MeasurePlan(self.warmup_steps, CONFIRM_WINDOW_FACTOR * self.min_steps, seconds,
+                           seed=self.seed)
+
+    def trial_timeout_for(self, config: Config) -> float:
+        """Seconds a trial of ``config`` may take: compiling adds ``compile_timeout_s``."""
+        extra = self.compile_timeout_s if config.compile != "off" else 0.0
+        return self.trial_timeout_s + extra
+
+    def run_samples(self, dataset_length: int | None, baseline: Config) -> int | None:
+        """Samples in the user's run: ``steps`` optimizer steps of the baseline's batch, else
+        ``epochs`` (default one) of the dataset; None when the dataset has no length and no
+        ``steps`` are given."""
+        if self.steps is not None:
+            return self.steps * baseline.batch_size * baseline.grad_accum_steps
+        if dataset_length is None:
+            return None
+        return (self.epochs or 1) * dataset_length
 
     def memory_budget_bytes(self, device_memory_bytes: int) -> int | None:
         """The memory budget in bytes on a device of that size, or None without one."""
@@ -98,6 +159,41 @@ class TuneOptions(BaseModel):
             except ConfigError as exc:
                 raise ValueError(str(exc).removeprefix("--max-memory ")) from None
         return value
+
+    @field_validator("confirm_seconds")
+    @classmethod
+    def _confirm_not_shorter(cls, value: float | None, info: ValidationInfo) -> float | None:
+        search = info.data.get("min_seconds")
+        if value is not None and search is not None and value < search:
+            raise ValueError(
+                f"the confirmation window ({value:g} s) is shorter than the search's "
+                f"(min_seconds {search:g} s); confirmation decides, so give it at least as long"
+            )
+        return value
+
+    @field_validator("device_class")
+    @classmethod
+    def _device_class_form(cls, value: str | None) -> str | None:
+        if value is not None and not _DEVICE_CLASS.match(value):
+            raise ValueError(
+                f"device class {value!r} is not 'cuda: MODEL' or 'cpu: MODEL, N cores'; copy "
+                "one from GET /v1/devices"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_run_length(self) -> TuneOptions:
+        if self.epochs is not None and self.steps is not None:
+            raise ValueError("give the run's length as epochs or as steps, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _device_fits_class(self) -> TuneOptions:
+        kind = self.device_class.split(":", 1)[0] if self.device_class else None
+        if kind is not None and self.device != "auto" and not self.device.startswith(kind):
+            raise ValueError(f"device {self.device!r} cannot run a job for device class "
+                             f"{self.device_class!r}; use device auto or {kind}")
+        return self
 
     @field_validator("effective_batch")
     @classmethod

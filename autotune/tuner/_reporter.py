@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from autotune.predict import Profile
     from autotune.runner import ProbeResult
     from autotune.space import Config, SearchSpace
     from autotune.store import Job, Trial
@@ -15,6 +16,16 @@ class Reporter:
 
     def job_started(self, job: Job, probe: ProbeResult, space: SearchSpace) -> None:
         """The workload was probed and the space is known."""
+
+    def measurement_set_started(self, measurement_set: int, changes: list[str]) -> None:
+        """The job resumed on hardware or software that changed (``changes``, e.g.
+        ``torch 2.12.0 -> 2.13.0``): it measures anew in ``measurement_set``."""
+
+    def profiled(self, profile: Profile) -> None:
+        """The job's profile was measured (or read back on resume)."""
+
+    def profile_failed(self, reason: str) -> None:
+        """No profile could be measured; the job searches without one."""
 
     def phase_started(self, phase: str, total: int) -> None:
         """``search`` (``total`` trials to measure) or ``confirm`` (``total`` re-measurements)."""

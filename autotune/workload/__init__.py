@@ -1,6 +1,13 @@
 """Loading the user's workload: the contract, references on the command line, built-ins."""
 
-from autotune.workload._contract import Workload
-from autotune.workload._loader import WorkloadRef, builtin_names, load_workload, parse_ref
+from autotune.workload._contract import ModelInputs, Workload
+from autotune.workload._loader import (
+    WorkloadRef,
+    builtin_names,
+    load_workload,
+    parse_ref,
+    preload_workload,
+)
 
-__all__ = ["Workload", "WorkloadRef", "builtin_names", "load_workload", "parse_ref"]
+__all__ = ["ModelInputs", "Workload", "WorkloadRef", "builtin_names", "load_workload",
+           "parse_ref", "preload_workload"]

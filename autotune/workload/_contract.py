@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -14,6 +14,11 @@ ModelFactory = Callable[[], nn.Module]
 DatasetFactory = Callable[[], "Dataset[Any]"]
 LossFn = Callable[[Any, Any], torch.Tensor]
 OptimizerFactory = Callable[[Any], torch.optim.Optimizer]
+#: How an input batch is passed to the model: ``"auto"`` passes a dict as keyword arguments
+#: (``model(**inputs)``, as Hugging Face's ``Trainer`` does) and anything else as one
+#: argument; ``"kwargs"`` and ``"positional"`` force one of the two.
+ModelInputs = Literal["auto", "kwargs", "positional"]
+MODEL_INPUTS: tuple[ModelInputs, ...] = ("auto", "kwargs", "positional")
 
 
 @dataclass
@@ -21,8 +26,14 @@ class Workload:
     """A model, a dataset and how to train it: the unit autotune measures.
 
     The dataset yields ``(input, target)`` pairs; each may be a tensor or a nested
-    tuple/list/dict of tensors. ``model`` and ``dataset`` are factories, called afresh in every
-    trial process.
+    tuple/list/dict of tensors, and ``loss(model(input), target)`` is the loss. With
+    ``loss=None`` the model computes its own loss (a Hugging Face model given ``labels``): each
+    batch is then the model's whole input, typically a dict with the labels inside, and the
+    loss is the output's ``loss`` (``output.loss``, ``output["loss"]``, or the output itself
+    when it is a single number). An input that is a dict is passed as keyword arguments
+    (``model(**inputs)``); anything else as one argument (``model(inputs)``); set
+    ``model_inputs`` to change that. ``model`` and ``dataset`` are factories, called afresh in
+    every trial process.
 
     Example:
         >>> import torch
@@ -40,7 +51,8 @@ class Workload:
 
     model: ModelFactory
     dataset: DatasetFactory
-    loss: LossFn
+    #: ``(output, target) -> scalar tensor``; None when the model returns its own loss.
+    loss: LossFn | None
     optimizer: OptimizerFactory
     name: str | None = None
     #: The batch size the user trains with today: the baseline's (any positive size).
@@ -54,3 +66,5 @@ class Workload:
     description: str = ""
     #: Extra keyword arguments for the DataLoader (e.g. ``shuffle``, ``drop_last``).
     dataloader_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: How each input batch is passed to the model (see :data:`ModelInputs`).
+    model_inputs: ModelInputs = "auto"

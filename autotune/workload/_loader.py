@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import cast
 
 from autotune.errors import WorkloadError
-from autotune.workload._contract import Workload
+from autotune.workload._contract import MODEL_INPUTS, Workload
 
 DEFAULT_ATTRIBUTE = "workload"
 BUILTIN_PREFIX = "builtin:"
@@ -94,8 +94,25 @@ def _describe_import_failure(ref: WorkloadRef, exc: BaseException) -> str:
     )
 
 
+#: Workload functions imported ahead of time by :func:`preload_workload` (in the fork server,
+#: whose trial processes then find the module imported).
+_PRELOADED: dict[WorkloadRef, Callable[[], object]] = {}
+
+
+def preload_workload(spec: str) -> None:
+    """Import the module behind ``spec`` once, for every later :func:`load_workload` of it.
+
+    Only the trial fork server calls this: its forked trials then pay no import, and each gets
+    the module as freshly imported, since the server never calls the workload function.
+    """
+    ref = parse_ref(spec)
+    _PRELOADED[ref] = load_factory(ref)
+
+
 def load_factory(ref: WorkloadRef) -> Callable[[], object]:
     """Import the module behind ``ref`` and return its workload function."""
+    if ref in _PRELOADED:
+        return _PRELOADED[ref]
     if ref.kind == "builtin":
         from autotune.workload.builtins import BUILTINS
 
@@ -143,10 +160,17 @@ def load_workload(spec: str | WorkloadRef) -> Workload:
             "return Workload(model=..., dataset=..., loss=..., optimizer=...)"
         )
     for field_name in ("model", "dataset", "loss", "optimizer"):
+        if field_name == "loss" and workload.loss is None:
+            continue  # the model returns its own loss
         if not callable(getattr(workload, field_name)):
             raise WorkloadError(
                 f"{ref}(): Workload.{field_name} is not callable; pass a function or module"
             )
+    if workload.model_inputs not in MODEL_INPUTS:
+        raise WorkloadError(
+            f"{ref}(): Workload.model_inputs {workload.model_inputs!r} is not one of "
+            f"{', '.join(MODEL_INPUTS)}; use \"auto\" to pass a dict as keyword arguments"
+        )
     if isinstance(workload.batch_size, bool) or not isinstance(workload.batch_size, int) \
             or workload.batch_size < 1:
         raise WorkloadError(

@@ -1,11 +1,15 @@
 """Workloads that check what their trial process was given, failing on purpose in the model
 factory: ``:visible_devices`` reports the GPUs it was shown, ``:sigkill`` is killed by a SIGKILL
-it sends itself while using little memory."""
+it sends itself while using little memory, ``:lineage`` reports its parent and session,
+``:global_state`` reports torch's global flags (and this module's) as it found them and then
+changes them, ``:sleep_forever`` writes its pid to ``$AUTOTUNE_TEST_PID_FILE`` and sleeps."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
+import time
 from collections.abc import Callable
 
 import torch
@@ -25,6 +29,36 @@ def _killed() -> nn.Module:
     raise AssertionError("unreachable")
 
 
+def _lineage() -> nn.Module:
+    imported_before = "autotune_test_marker" in sys.modules
+    raise RuntimeError(f"pid={os.getpid()} ppid={os.getppid()} sid={os.getsid(0)} "
+                       f"pgid={os.getpgid(0)} marker={imported_before}")
+
+
+#: Calls of :func:`_global_state` this process has seen: a fresh module starts with none.
+_CALLS: list[int] = []
+
+
+def _global_state() -> nn.Module:
+    found = (f"cudnn.benchmark={torch.backends.cudnn.benchmark} "
+             f"threads={torch.get_num_threads()} seed={torch.initial_seed()} "
+             f"grad={torch.is_grad_enabled()} calls={len(_CALLS)}")
+    _CALLS.append(1)
+    torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark
+    torch.set_num_threads(max(1, torch.get_num_threads() + 1))
+    torch.manual_seed(1234)
+    torch.set_grad_enabled(False)
+    sys.modules["autotune_test_marker"] = sys  # seen by the next :lineage if state leaked
+    raise RuntimeError(found)
+
+
+def _sleep_forever() -> nn.Module:
+    with open(os.environ["AUTOTUNE_TEST_PID_FILE"], "w") as out:
+        out.write(str(os.getpid()))
+    time.sleep(600)
+    raise AssertionError("unreachable")
+
+
 def _workload(model: Callable[[], nn.Module], name: str) -> Workload:
     return Workload(
         model=model,
@@ -41,3 +75,15 @@ def visible_devices() -> Workload:
 
 def sigkill() -> Workload:
     return _workload(_killed, "sigkill")
+
+
+def lineage() -> Workload:
+    return _workload(_lineage, "lineage")
+
+
+def global_state() -> Workload:
+    return _workload(_global_state, "global-state")
+
+
+def sleep_forever() -> Workload:
+    return _workload(_sleep_forever, "sleep-forever")

@@ -136,7 +136,17 @@
     error.hidden = !job.error;
     error.textContent = job.error || "";
     document.getElementById("trials-count").textContent = `(${trials.length})`;
+    const earlier = trials.filter((t) => setOf(t) < currentSet(job)).length;
+    const note = document.getElementById("earlier-sets");
+    note.hidden = !earlier;
+    note.textContent = earlier ? `${earlier} trials ran on other hardware or software before `
+      + `the job moved (earlier measurement sets): they are listed in the table, marked, and `
+      + `neither plotted nor ranked.` : "";
   }
+
+  // A job resumed on other hardware measures anew in a new set; only its current set counts.
+  const setOf = (trial) => trial.measurement_set ?? 1;
+  const currentSet = (job) => job.measurement_set ?? 1;
 
   function copyText(text, button) {
     const done = () => { button.textContent = "Copied"; setTimeout(() => { button.textContent = "Copy"; }, 1500); };
@@ -322,9 +332,12 @@
   const TRIAL_COLUMNS = [
     { label: "#", value: (t) => t.number, num: true },
     { label: "phase", value: (t) => t.phase },
+    { label: "set", value: setOf, num: true, show: (v) => (v < tableState.currentSet
+      ? `${v} (earlier hardware)` : String(v)) },
     { label: "outcome", value: outcomeOf },
     { label: "samples/s", value: (t) => t.samples_per_s, show: rate, num: true },
     { label: "step ms", value: (t) => t.step_time_median_ms, show: (v) => fixed(v, 2), num: true },
+    { label: "compile s", value: (t) => t.compile_s, show: (v) => fixed(v, 1), num: true },
     { label: "data wait", value: (t) => t.data_wait_fraction,
       show: (v) => (v == null ? "" : `${fixed(v * 100, 0)}%`), num: true },
     { label: "device mem", value: (t) => t.peak_memory_bytes, show: bytes, num: true },
@@ -338,7 +351,7 @@
       Object.entries(t.config || {}).filter(([k]) => !["batch_size", "num_workers", "amp"]
         .includes(k)))) },
   ];
-  const tableState = { column: 0, ascending: true };
+  const tableState = { column: 0, ascending: true, currentSet: 1 };
 
   const blank = (value) => value == null || value === "";
   // Blanks (a failed trial has no throughput) sort last in either direction.
@@ -357,7 +370,8 @@
       + `>${esc(c.label)}</th>`).join("")}</tr>`;
     const value = TRIAL_COLUMNS[column].value;
     const rows = trials.slice().sort((a, b) => compareRows(value(a), value(b), ascending));
-    table.tBodies[0].innerHTML = rows.map((t) => `<tr>${TRIAL_COLUMNS.map((c) => {
+    table.tBodies[0].innerHTML = rows.map((t) => `<tr${setOf(t) < tableState.currentSet
+      ? ' class="earlier-set"' : ""} data-set="${setOf(t)}">${TRIAL_COLUMNS.map((c) => {
       const v = c.value(t);
       const classes = [c.num ? "num" : "", c.cls || ""].filter(Boolean).join(" ");
       return `<td${classes ? ` class="${classes}"` : ""}>${esc(c.show ? c.show(v) : v)}</td>`;
@@ -375,10 +389,12 @@
   function renderJob(data) {
     renderSummary(data);
     renderRecommendation(data);
-    renderHistory(data.trials);
-    renderKnobPlots(data.trials, data.recommendation);
-    renderMemory(data.trials, data.recommendation, data.job);
+    const current = data.trials.filter((t) => setOf(t) === currentSet(data.job));
+    renderHistory(current);
+    renderKnobPlots(current, data.recommendation);
+    renderMemory(current, data.recommendation, data.job);
     renderCapacity(data);
+    tableState.currentSet = currentSet(data.job);
     renderTable(data.trials);
     body.dataset.trials = String(data.trials.length);
     body.dataset.status = data.job.status;

@@ -1,0 +1,443 @@
+"""The profile, measured inside one trial process: the step alone, then the loader alone.
+
+**Step alone**: a few real batches are read from the dataset once (collated as the loader
+would), put on the device and cycled, so the step is timed without waiting for data. It runs
+through :class:`TrainingStep` (autocast, backward, GradScaler, channels_last): the same code a
+trial times. Batch sizes are tried in ascending order per precision and layout, stopping at the
+first out-of-memory (on a CPU: the first batch whose predicted memory passes the budget).
+
+**Loader alone**: the DataLoader is built as a trial builds it and its batches are only pulled,
+never copied or used, for a rising number of workers. The sweep goes beyond the searched grid
+while the loader keeps scaling and the CPU and memory allow.
+
+Each part has its own time budget (see :data:`STEP_BUDGET_S`, :data:`LOADER_BUDGET_S`); a point
+the budget leaves out is predicted from its neighbours, with more uncertainty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+import psutil
+import torch
+from torch.utils.data import DataLoader, IterableDataset, default_collate
+
+from autotune.measure._batches import map_tensors, to_device
+from autotune.measure._host_memory import tree_memory_bytes
+from autotune.measure._loop import _loader_length, build_loader
+from autotune.measure._step import TrainingStep, forward_loss
+from autotune.predict import LoaderPoint, MemoryModel, Profile, StepPoint
+from autotune.space import AmpMode, Config
+from autotune.workload import Workload
+
+#: Seconds for the whole step sweep. Each point needs a warm-up step and a short timing; on a
+#: 2-core CPU 20 s covers the grid's batches for one or two precisions, and a point left out is
+#: extrapolated (and its predictions flagged as uncertain) rather than making every job wait.
+STEP_BUDGET_S = 20.0
+#: Seconds for the whole loader sweep: each worker count pays its workers' start-up (about
+#: 0.05 s per worker here), a warm-up and a timed window.
+LOADER_BUDGET_S = 20.0
+#: Timed window of one step point, and of one worker count.
+STEP_WINDOW_S = 0.3
+LOADER_WINDOW_S = 0.5
+#: Step points measured per precision/layout even past its share of the budget: the smallest
+#: batches are quick, and two points are what a memory model needs.
+MIN_STEP_POINTS = 2
+#: Samples read once to build the step's batches (at most, and at most this many bytes of
+#: them); larger batches repeat them.
+SAMPLE_POOL = 256
+SAMPLE_POOL_BYTES = 64 * 2**20
+#: A worker count must deliver this much more than the best fewer workers did to count as
+#: scaling; the sweep beyond the grid stops after two counts that do not.
+SCALING_GAIN = 1.10
+#: The extended sweep stops once the loader keeps this share of the cores busy.
+CPU_SATURATION = 0.9
+#: Worker counts tried beyond the searched grid (the grid's own values above its cap first).
+EXTENDED_WORKERS = (24, 32, 48, 64, 96, 128, 192, 256)
+#: Share of the memory budget a step point may be predicted to need before the sweep stops.
+MEMORY_MARGIN = 0.9
+
+
+@dataclass(frozen=True)
+class ProfilePlan:
+    """What to profile: the space's values and the budgets, as the parent sends them."""
+
+    batch_sizes: Sequence[int]
+    amp_modes: Sequence[AmpMode]
+    channels_last: Sequence[bool]
+    worker_counts: Sequence[int]
+    loader_batch_size: int
+    memory_budget_bytes: int | None = None
+    #: Try worker counts beyond the grid (off when the user fixed or narrowed num_workers).
+    extend_workers: bool = True
+    step_budget_s: float = STEP_BUDGET_S
+    loader_budget_s: float = LOADER_BUDGET_S
+
+
+def _cpu_seconds(process: psutil.Process, children: bool = False) -> float:
+    """User plus system CPU seconds of ``process`` (and its live children)."""
+    times = process.cpu_times()
+    total = times.user + times.system
+    if children:
+        for child in process.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child_times = child.cpu_times()
+                total += child_times.user + child_times.system
+    return total
+
+
+def _reset_peak_rss() -> None:
+    """Restart the process's high-water resident memory from now (Linux 4.0+), so each batch
+    size's peak is its own and not the largest one's before it."""
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+
+
+def _peak_rss_bytes() -> int:
+    """The process's high-water resident memory since the last :func:`_reset_peak_rss`."""
+    with contextlib.suppress(OSError), open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
+
+
+def _tensor_bytes(data: Any) -> int:
+    total = 0
+
+    def add(tensor: torch.Tensor) -> torch.Tensor:
+        nonlocal total
+        total += tensor.numel() * tensor.element_size()
+        return tensor
+
+    map_tensors(data, add)
+    return total
+
+
+def _sample_pool(dataset: Any, size: int) -> list[Any]:
+    """Up to ``size`` samples, stopping once they hold :data:`SAMPLE_POOL_BYTES`."""
+    source = iter(dataset) if isinstance(dataset, IterableDataset) else (
+        dataset[i] for i in range(min(size, len(dataset))))
+    pool: list[Any] = []
+    held = 0
+    for sample in islice(source, size):
+        pool.append(sample)
+        held += _tensor_bytes(sample)
+        if held >= SAMPLE_POOL_BYTES:
+            break
+    return pool
+
+
+class _Batches:
+    """Batches of any size built from a pool of samples read once, collated like the loader."""
+
+    def __init__(self, workload: Workload, dataset: Any, largest: int) -> None:
+        self.collate: Callable[[list[Any]], Any] = workload.collate_fn or default_collate
+        self.pool = _sample_pool(dataset, min(largest, SAMPLE_POOL))
+        if not self.pool:
+            raise RuntimeError("the dataset yields no sample; give it at least one")
+
+    def make(self, batch_size: int, offset: int = 0) -> Any:
+        size = len(self.pool)
+        return self.collate([self.pool[(offset + i) % size] for i in range(batch_size)])
+
+    def collate_seconds(self, batch_size: int) -> float:
+        started = time.perf_counter()
+        self.make(batch_size)
+        return time.perf_counter() - started
+
+    def sample_bytes(self) -> int:
+        return _tensor_bytes(self.make(1))
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+class _StepBench:
+    """One precision and layout: the model, its optimizer and the step, built once."""
+
+    def __init__(self, workload: Workload, device: torch.device, amp: AmpMode,
+                 channels_last: bool) -> None:
+        self.workload = workload
+        self.device = device
+        self.training = TrainingStep(Config(amp=amp, channels_last=channels_last), device)
+        self.model = self.training.prepare_model(workload.model())
+        self.model.train()
+        self.optimizer = workload.optimizer(self.model.parameters())
+        self.channels_last = channels_last
+
+    def on_device(self, batch: Any) -> Any:
+        return to_device(batch, self.device, self.channels_last, non_blocking=False)
+
+    def step(self, batch: Any) -> None:
+        with self.training.autocast():
+            loss = forward_loss(self.workload, self.model, batch)
+        self.training.backward(loss, self.optimizer)
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def _time_step(bench: _StepBench, batches: list[Any], batch_size: int,
+               deadline: float) -> StepPoint:
+    """One warm-up step, then steps for :data:`STEP_WINDOW_S` (at least three), each timed
+    (on CUDA synchronised: the step alone, with no overlap to hide it)."""
+    cuda = bench.device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(bench.device)
+    else:
+        _reset_peak_rss()
+    bench.step(batches[0])
+    bench.synchronize()
+    process = psutil.Process()
+    cpu_before = _cpu_seconds(process)
+    started = time.perf_counter()
+    times: list[float] = []
+    while True:
+        step_started = time.perf_counter()
+        bench.step(batches[len(times) % len(batches)])
+        if cuda:
+            bench.synchronize()
+        now = time.perf_counter()
+        times.append(now - step_started)
+        if len(times) >= 3 and now - started >= min(STEP_WINDOW_S, max(0.0, deadline - started)):
+            break
+    wall = time.perf_counter() - started
+    cpu = _cpu_seconds(process) - cpu_before
+    memory = int(torch.cuda.max_memory_allocated(bench.device)) if cuda else _peak_rss_bytes()
+    return StepPoint(
+        batch_size=batch_size, amp=bench.training.config.amp,
+        # The median step: a step the machine's other work preempted says nothing of this one.
+        channels_last=bench.channels_last,
+        samples_per_s=batch_size / statistics.median(times),
+        cpu_cores=None if cuda else cpu / wall, peak_memory_bytes=memory,
+    )
+
+
+def _over_budget(points: list[StepPoint], batch_size: int, budget: int | None) -> bool:
+    """Whether the memory model of the points so far puts ``batch_size`` over the budget."""
+    if budget is None or not points:
+        return False
+    if (points[-1].peak_memory_bytes or 0) > budget:
+        return True
+    first = points[0]
+    model = MemoryModel.fit(first.amp, first.channels_last,
+                            [(p.batch_size, p.peak_memory_bytes or 0) for p in points])
+    return model is not None and model.predict(batch_size) > MEMORY_MARGIN * budget
+
+
+def profile_step(workload: Workload, dataset: Any, device: torch.device,
+                 plan: ProfilePlan) -> tuple[list[StepPoint], _Batches]:
+    """Step points per precision/layout by ascending batch, within the step budget."""
+    batch_sizes = sorted(plan.batch_sizes)
+    source = _Batches(workload, dataset, batch_sizes[-1])
+    combos = [(amp, cl) for amp in plan.amp_modes for cl in plan.channels_last]
+    points: list[StepPoint] = []
+    started = time.perf_counter()
+    for index, (amp, channels_last) in enumerate(combos):
+        remaining = plan.step_budget_s - (time.perf_counter() - started)
+        deadline = time.perf_counter() + remaining / (len(combos) - index)
+        bench = _StepBench(workload, device, amp, channels_last)
+        ran: list[StepPoint] = []
+        for batch_size in batch_sizes:
+            if time.perf_counter() >= deadline and len(ran) >= MIN_STEP_POINTS:
+                break
+            if device.type != "cuda" and _over_budget(ran, batch_size, plan.memory_budget_bytes):
+                points.append(StepPoint(batch_size=batch_size, amp=amp,
+                                        channels_last=channels_last, out_of_memory=True))
+                break
+            try:
+                batches = [bench.on_device(source.make(batch_size))]
+                point = _time_step(bench, batches, batch_size, deadline)
+            except Exception as exc:
+                if not _is_oom(exc):
+                    raise
+                points.append(StepPoint(batch_size=batch_size, amp=amp,
+                                        channels_last=channels_last, out_of_memory=True))
+                break
+            finally:
+                batches = []
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+            ran.append(point)
+            points.append(point)
+        del bench
+    return points, source
+
+
+def memory_models(points: Sequence[StepPoint]) -> list[MemoryModel]:
+    """One linear memory model per precision and layout, from the points that ran."""
+    models = []
+    for amp, channels_last in dict.fromkeys((p.amp, p.channels_last) for p in points):
+        data = [(p.batch_size, p.peak_memory_bytes) for p in points
+                if p.amp == amp and p.channels_last == channels_last
+                and p.peak_memory_bytes is not None and not p.out_of_memory]
+        model = MemoryModel.fit(amp, channels_last, [(b, m) for b, m in data if m is not None])
+        if model is not None:
+            models.append(model)
+    return models
+
+
+def _measure_loader(workload: Workload, dataset: Any, batch_size: int,
+                    workers: int) -> LoaderPoint:
+    """Pull batches of a fresh loader with ``workers`` workers; time the steady state."""
+    # One batch ahead per worker: the start-up backlog to skip is then one round of workers.
+    config = Config(batch_size=batch_size, num_workers=workers,
+                    prefetch_factor=1 if workers else None)
+    loader: DataLoader[Any] = build_loader(workload, config, dataset)
+    process = psutil.Process()
+    length = _loader_length(loader)
+    iterator: Iterator[Any] = iter(loader)
+    pulled = 0
+    try:
+        # The workers' start-up backlog (prefetch_factor batches each) is not steady state.
+        warmup = workers * (config.prefetch_factor or 0) + 1
+        for _ in range(warmup):
+            next(iterator)
+        cpu_before = _cpu_seconds(process, children=True)
+        main_before = _cpu_seconds(process)
+        started = time.perf_counter()
+        # The window ends before the epoch does: the last batch would shut the workers down
+        # before their CPU time is read, and a new epoch would time their restart.
+        left = None if length is None else length - warmup - 1
+        while left is None or pulled < left:
+            try:
+                next(iterator)
+            except StopIteration:
+                break
+            pulled += 1
+            if pulled >= workers + 2 and time.perf_counter() - started >= LOADER_WINDOW_S:
+                break
+        wall = time.perf_counter() - started
+        cpu = max(0.0, _cpu_seconds(process, children=True) - cpu_before)
+        main_cpu = max(0.0, _cpu_seconds(process) - main_before)
+        memory = tree_memory_bytes(os.getpid())
+    finally:
+        del iterator
+    if not pulled:
+        raise RuntimeError(f"an epoch holds too few batches of {batch_size} to time "
+                           f"{workers} workers; give the dataset more samples")
+    samples = pulled * batch_size
+    return LoaderPoint(num_workers=workers, samples_per_s=samples / wall,
+                       cpu_s_per_sample=cpu / samples,
+                       main_cpu_s_per_batch=main_cpu / pulled if workers else None,
+                       memory_bytes=memory)
+
+
+def _next_counts(grid: Sequence[int]) -> list[int]:
+    top = max(grid)
+    return [w for w in EXTENDED_WORKERS if w > top]
+
+
+def profile_loader(workload: Workload, dataset: Any, plan: ProfilePlan,
+                   cpu_count: int) -> list[LoaderPoint]:
+    """Loader points for the grid's worker counts, then beyond while it keeps scaling.
+
+    Within the grid a count is skipped once two counts in a row brought no gain (the rest are
+    predicted as that plateau). Beyond the grid the sweep continues while each count gains at
+    least :data:`SCALING_GAIN`, the workers leave some CPU idle, the next count's memory fits
+    the budget, and time is left.
+    """
+    length = len(dataset) if hasattr(dataset, "__len__") else None
+    started = time.perf_counter()
+    points: list[LoaderPoint] = []
+    flat = 0
+    grid = sorted(set(plan.worker_counts))
+    # A geometric subset of the grid (0, 1, 2, 4, 8, ... and its top): the counts between are
+    # interpolated, which leaves time to look beyond the grid.
+    measured = [w for w in grid if w <= 1 or w & (w - 1) == 0 or w == grid[-1]]
+    beyond_grid = _next_counts(grid) if plan.extend_workers else []
+    for workers in [*measured, *beyond_grid]:
+        if time.perf_counter() - started >= plan.loader_budget_s or flat >= 2:
+            break
+        beyond = workers > grid[-1]
+        if length is not None and (2 * workers + 3) * plan.loader_batch_size > length:
+            break  # an epoch holds too few batches to time that many workers
+        if points and _loader_saturated(points[-1], cpu_count, workers, plan):
+            break
+        point = _measure_loader(workload, dataset, plan.loader_batch_size, workers)
+        best = max((p.samples_per_s for p in points), default=0.0)
+        gained = point.samples_per_s > SCALING_GAIN * best
+        flat = 0 if gained or workers < 2 else flat + 1
+        points.append(point)
+        if beyond and not gained:
+            break
+    return points
+
+
+def _loader_saturated(last: LoaderPoint, cpu_count: int, next_workers: int,
+                      plan: ProfilePlan) -> bool:
+    """More workers cannot help: the CPU is busy, or their memory would pass the budget."""
+    if last.num_workers == 0:
+        return False
+    cores_busy = last.samples_per_s * last.cpu_s_per_sample
+    if next_workers > last.num_workers and cores_busy >= CPU_SATURATION * cpu_count \
+            and next_workers > cpu_count:
+        return True
+    budget = plan.memory_budget_bytes
+    if budget is None or last.memory_bytes is None:
+        return False
+    per_worker = last.memory_bytes / (last.num_workers + 1)
+    return per_worker * (next_workers + 1) > MEMORY_MARGIN * budget
+
+
+def _worker_memory(points: Sequence[LoaderPoint]) -> int:
+    """Memory one worker adds: the slope between the smallest and largest worker counts."""
+    measured = [p for p in points if p.memory_bytes is not None]
+    if len(measured) < 2:
+        return 0
+    low, high = measured[0], measured[-1]
+    if high.num_workers == low.num_workers:
+        return 0
+    slope = ((high.memory_bytes or 0) - (low.memory_bytes or 0)) / (
+        high.num_workers - low.num_workers)
+    return max(0, int(slope))
+
+
+def extended_workers(points: Sequence[LoaderPoint], grid_max: int) -> list[int]:
+    """Worker counts beyond ``grid_max`` up to the loader's best: worth searching."""
+    if not points:
+        return []
+    best = max(points, key=lambda p: p.samples_per_s)
+    return [p.num_workers for p in points if grid_max < p.num_workers <= best.num_workers]
+
+
+def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Profile:
+    """Measure the step alone and the loader alone (see the module's description)."""
+    started = time.perf_counter()
+    torch.manual_seed(0)
+    dataset = workload.dataset()
+    cpu_count = os.cpu_count() or 1
+    step, source = profile_step(workload, dataset, device, plan)
+    collate = source.collate_seconds(plan.loader_batch_size)
+    sample_bytes = source.sample_bytes()
+    del source
+    loader = profile_loader(workload, dataset, plan, cpu_count)
+    grid_max = max(plan.worker_counts)
+    return Profile(
+        device_type=device.type,
+        cpu_count=cpu_count,
+        step=step,
+        loader=loader,
+        memory=memory_models(step),
+        loader_batch_size=plan.loader_batch_size,
+        collate_s_per_batch=collate,
+        sample_bytes=sample_bytes,
+        worker_memory_bytes=_worker_memory(loader),
+        extra_workers=extended_workers(loader, grid_max),
+        grid_max_workers=grid_max,
+        duration_s=time.perf_counter() - started,
+        budget_s=plan.step_budget_s + plan.loader_budget_s,
+    )

@@ -1,0 +1,30 @@
+"""Profile-guided prediction: the step's and the loader's capacities bound every configuration.
+
+The stage between ``space`` and ``search``: a :class:`Profile` (measured once per job by the
+runner) predicts the samples/s, memory and bounding side of every configuration of a space.
+"""
+
+from autotune.predict._predict import (
+    BOUNDS,
+    Columns,
+    Predictions,
+    predict_columns,
+    predict_configs,
+    predict_space,
+    ranking,
+)
+from autotune.predict._profile import LoaderPoint, MemoryModel, Profile, StepPoint
+
+__all__ = [
+    "BOUNDS",
+    "Columns",
+    "LoaderPoint",
+    "MemoryModel",
+    "Predictions",
+    "Profile",
+    "StepPoint",
+    "predict_columns",
+    "predict_configs",
+    "predict_space",
+    "ranking",
+]

@@ -1,0 +1,389 @@
+"""Predict every configuration of a space from a profile, without running any of them.
+
+A configuration trains no faster than its step alone (at its batch, precision and layout) nor
+than its loader alone (at its worker count); without workers the two run one after the other.
+On a CPU device both share the cores, so the rate is also at most
+``cores / (step CPU-s per sample + loader CPU-s per sample)``. Memory comes from the profile's
+linear memory model. The work is done on NumPy columns: the profile's tables are evaluated once
+per distinct batch/precision/layout and worker count, then gathered, so hundreds of thousands
+of configurations take well under a second.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from autotune.predict._profile import LoaderPoint, Profile, StepPoint
+from autotune.space import KNOBS, TORCH_DEFAULT_PREFETCH_FACTOR, Config, SearchSpace
+
+#: Which side bounds a prediction, by code in :attr:`Predictions.bound`.
+BOUNDS = ("step", "loader", "cpu", "memory")
+_STEP, _LOADER, _CPU, _MEMORY = range(4)
+_AMPS = ("off", "fp16", "bf16")
+_COMPILE_MODES = ("off", "default", "max-autotune")
+
+#: Relative uncertainty of a prediction from measured points of every part it uses: the profile
+#: times each part alone, and a trial's loop adds epoch starts and contention.
+BASE_UNCERTAINTY = 0.1
+#: Added when a part had to be interpolated between measured points or extrapolated beyond
+#: them, and when its precision/layout was never measured at all.
+INTERPOLATED = 0.1
+EXTRAPOLATED = 0.3
+NOT_COVERED = 0.4
+#: Added per knob the profile does not cover that the configuration turns away from what the
+#: profile ran (the loader sweep used one batch ahead per worker, no pinning, no persistence).
+UNCOVERED_KNOB = {
+    "pin_memory": 0.1, "device_prefetch": 0.1, "cudnn_benchmark": 0.1, "tf32": 0.1,
+    "persistent_workers": 0.05, "prefetch_factor": 0.05,
+    # The step sweep runs eagerly: a compiled step's speed (and its compile time) is unknown.
+    "compile": 0.5,
+}
+#: The prefetch factor of the loader sweep.
+PROFILED_PREFETCH = 1
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One part's capacity at one point of its table, and how it was obtained."""
+
+    samples_per_s: float
+    cpu_s_per_sample: float
+    uncertainty: float
+    out_of_memory: bool = False
+    #: Loader only: the main process's seconds per batch to receive it from the workers.
+    main_s_per_batch: float = 0.0
+
+
+def _interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> tuple[float, float]:
+    """Linear interpolation in ``log(1 + x)`` between measured points; beyond them the nearest
+    point's value. Returns the value and the uncertainty it adds."""
+    if x in xs:
+        return ys[xs.index(x)], 0.0
+    if x < xs[0] or x > xs[-1]:
+        return (ys[0] if x < xs[0] else ys[-1]), EXTRAPOLATED
+    right = bisect.bisect_left(xs, x)
+    x0, x1 = math.log1p(xs[right - 1]), math.log1p(xs[right])
+    share = (math.log1p(x) - x0) / (x1 - x0)
+    return ys[right - 1] + share * (ys[right] - ys[right - 1]), INTERPOLATED
+
+
+def _step_part(profile: Profile, amp: str, channels_last: bool, batch: int) -> _Part:
+    """The step alone at ``batch``: measured, interpolated, or borrowed from another precision."""
+    points = profile.step_points(amp, channels_last)
+    extra = 0.0
+    if not any(p.samples_per_s for p in points):
+        points = _fallback_points(profile)
+        extra = NOT_COVERED
+        if not points:
+            return _Part(math.inf, 0.0, NOT_COVERED)
+    elif any(p.out_of_memory and p.batch_size <= batch for p in points):
+        return _Part(0.0, 0.0, BASE_UNCERTAINTY, out_of_memory=True)
+    ran = [p for p in points if p.samples_per_s]
+    batches = [float(p.batch_size) for p in ran]
+    rates = [float(p.samples_per_s or 0.0) for p in ran]
+    if batch < batches[0]:
+        # Per-step overheads dominate small batches: scale the smallest point down linearly,
+        # a conservative guess.
+        rate, added = rates[0] * batch / batches[0], EXTRAPOLATED
+    else:
+        rate, added = _interpolate(batches, rates, float(batch))
+    cpu = [p.cpu_s_per_sample for p in ran]
+    cpu_per_sample = 0.0
+    if all(c is not None for c in cpu):
+        cpu_per_sample, _ = _interpolate(batches, [float(c or 0.0) for c in cpu], float(batch))
+    return _Part(rate, cpu_per_sample, BASE_UNCERTAINTY + added + extra)
+
+
+def _fallback_points(profile: Profile) -> list[StepPoint]:
+    """The points of fp32 without channels_last, else of whatever precision ran."""
+    for amp, channels_last in [("off", False), *((a, c) for a in _AMPS for c in (False, True))]:
+        points = profile.step_points(amp, channels_last)
+        if any(p.samples_per_s for p in points):
+            return [p for p in points if not p.out_of_memory]
+    return []
+
+
+def _loader_part(points: Sequence[LoaderPoint], workers: int) -> _Part:
+    if not points:
+        return _Part(math.inf, 0.0, NOT_COVERED)
+    ordered = sorted(points, key=lambda p: p.num_workers)
+    counts = [float(p.num_workers) for p in ordered]
+    if workers > 0 and counts[0] == 0:
+        # Without workers the loader runs in the main process: not a point of the worker curve.
+        ordered, counts = ordered[1:], counts[1:]
+        if not ordered:
+            return _Part(points[0].samples_per_s, points[0].cpu_s_per_sample, NOT_COVERED)
+    if workers == 0 and counts[0] != 0:
+        first = ordered[0]
+        return _Part(first.samples_per_s / max(1, first.num_workers),
+                     first.cpu_s_per_sample, EXTRAPOLATED)
+    rate, added = _interpolate(counts, [p.samples_per_s for p in ordered], float(workers))
+    cpu, _ = _interpolate(counts, [p.cpu_s_per_sample for p in ordered], float(workers))
+    main, _ = _interpolate(counts, [p.main_cpu_s_per_batch or 0.0 for p in ordered],
+                           float(workers))
+    return _Part(rate, cpu, BASE_UNCERTAINTY + added, main_s_per_batch=main if workers else 0.0)
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Configurations as NumPy columns (one entry per configuration)."""
+
+    batch_size: IntArray
+    num_workers: IntArray
+    amp: IntArray  # index into ("off", "fp16", "bf16")
+    channels_last: BoolArray
+    pin_memory: BoolArray
+    device_prefetch: BoolArray
+    persistent_workers: BoolArray
+    prefetch_factor: IntArray  # 0 without workers
+    cudnn_benchmark: BoolArray
+    tf32: BoolArray  # True when TF32 is forced on
+    compile: IntArray  # index into ("off", "default", "max-autotune")
+
+    def __len__(self) -> int:
+        return len(self.batch_size)
+
+    @classmethod
+    def of(cls, configs: Iterable[Config]) -> Columns:
+        rows = [c.normalized() for c in configs]
+        return cls(
+            batch_size=np.array([c.batch_size for c in rows], dtype=np.int64),
+            num_workers=np.array([c.num_workers for c in rows], dtype=np.int64),
+            amp=np.array([_AMPS.index(c.amp) for c in rows], dtype=np.int64),
+            channels_last=np.array([c.channels_last for c in rows], dtype=bool),
+            pin_memory=np.array([c.pin_memory for c in rows], dtype=bool),
+            device_prefetch=np.array([c.device_prefetch for c in rows], dtype=bool),
+            persistent_workers=np.array([c.persistent_workers for c in rows], dtype=bool),
+            prefetch_factor=np.array([c.prefetch_factor or 0 for c in rows], dtype=np.int64),
+            cudnn_benchmark=np.array([c.cudnn_benchmark for c in rows], dtype=bool),
+            tf32=np.array([c.tf32 is True for c in rows], dtype=bool),
+            compile=np.array([_COMPILE_MODES.index(c.compile) for c in rows], dtype=np.int64),
+        )
+
+    @classmethod
+    def of_space(cls, space: SearchSpace) -> Columns:
+        """Every configuration of ``space``, in the order of :meth:`SearchSpace.all_configs`."""
+        names = [n for n in space.choices if not KNOBS[n].needs_workers]
+        with_workers = [n for n in space.choices if KNOBS[n].needs_workers]
+        values = {n: _value_array(n, space.choices[n]) for n in space.choices}
+        base = np.indices([len(space.choices[n]) for n in names]).reshape(len(names), -1)
+        worker_index = base[names.index("num_workers")]
+        has_workers = values["num_workers"][worker_index] > 0
+        extra = np.indices([len(space.choices[n]) for n in with_workers]).reshape(
+            len(with_workers), -1)
+        per_row = np.where(has_workers, extra.shape[1], 1)
+        rows = np.repeat(np.arange(base.shape[1]), per_row)
+        # For each row with workers, every combination of the workers-only knobs, in order.
+        offsets = np.arange(len(rows)) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+        columns: dict[str, Any] = {}
+        for i, name in enumerate(names):
+            columns[name] = values[name][base[i][rows]]
+        workers_on = columns["num_workers"] > 0
+        for i, name in enumerate(with_workers):
+            picked = values[name][extra[i][offsets]]
+            columns[name] = np.where(workers_on, picked, 0)
+        prefetch = columns["prefetch_factor"].astype(np.int64)
+        columns["prefetch_factor"] = np.where(workers_on & (prefetch == 0),
+                                              TORCH_DEFAULT_PREFETCH_FACTOR, prefetch)
+        columns["persistent_workers"] = columns["persistent_workers"].astype(bool)
+        return cls(**{name: columns[name] for name in cls.__dataclass_fields__})
+
+
+def _value_array(name: str, choices: Sequence[Any]) -> npt.NDArray[Any]:
+    """A knob's choices as numbers: precision as its index, null as 0 (tf32: not forced)."""
+    if name == "amp":
+        return np.array([_AMPS.index(v) for v in choices], dtype=np.int64)
+    if name == "compile":
+        return np.array([_COMPILE_MODES.index(v) for v in choices], dtype=np.int64)
+    if name == "tf32":
+        return np.array([v is True for v in choices], dtype=bool)
+    if name == "prefetch_factor":
+        return np.array([v or 0 for v in choices], dtype=np.int64)
+    if KNOBS[name].is_flag:
+        return np.array([bool(v) for v in choices], dtype=bool)
+    return np.array(choices, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """Predicted samples/s, memory, uncertainty and bounding side of each configuration."""
+
+    columns: Columns
+    samples_per_s: FloatArray
+    memory_bytes: FloatArray  # NaN where the profile has no memory model
+    over_memory: BoolArray
+    uncertainty: FloatArray
+    bound: IntArray  # index into BOUNDS
+
+    def __len__(self) -> int:
+        return len(self.samples_per_s)
+
+    def values(self, index: int) -> dict[str, Any]:
+        """Knob values of configuration ``index`` (for :meth:`SearchSpace.config_from`)."""
+        c = self.columns
+        workers = int(c.num_workers[index])
+        return {
+            "batch_size": int(c.batch_size[index]), "num_workers": workers,
+            "amp": _AMPS[int(c.amp[index])], "channels_last": bool(c.channels_last[index]),
+            "pin_memory": bool(c.pin_memory[index]),
+            "device_prefetch": bool(c.device_prefetch[index]),
+            "persistent_workers": bool(c.persistent_workers[index]) and workers > 0,
+            "prefetch_factor": int(c.prefetch_factor[index]) or None,
+            "cudnn_benchmark": bool(c.cudnn_benchmark[index]),
+            "tf32": True if c.tf32[index] else None,
+            "compile": _COMPILE_MODES[int(c.compile[index])],
+        }
+
+    def best(self, count: int) -> list[int]:
+        """Indices of the ``count`` fastest configurations predicted to fit in memory."""
+        rate = np.where(self.over_memory, -np.inf, self.samples_per_s)
+        order = np.argsort(-rate, kind="stable")
+        return [int(i) for i in order[:count] if np.isfinite(rate[i])]
+
+    def most_uncertain(self, count: int, among: int | None = None) -> list[int]:
+        """Indices of the ``count`` most uncertain configurations that fit, preferring fast
+        ones: among the ``among`` fastest (all by default), the highest uncertainty."""
+        fits = np.flatnonzero(~self.over_memory)
+        if among is not None:
+            fits = fits[np.argsort(-self.samples_per_s[fits], kind="stable")[:among]]
+        order = fits[np.argsort(-self.uncertainty[fits], kind="stable")]
+        return [int(i) for i in order[:count]]
+
+    def bound_name(self, index: int) -> str:
+        return BOUNDS[int(self.bound[index])]
+
+
+def predict_columns(profile: Profile, columns: Columns,
+                    memory_budget_bytes: int | None = None) -> Predictions:
+    """Predict each configuration of ``columns``; see the module's description."""
+    n = len(columns)
+    step_rate, step_cpu, step_unc = np.empty(n), np.empty(n), np.empty(n)
+    step_oom = np.zeros(n, dtype=bool)
+    memory = np.full(n, np.nan)
+    keys = columns.amp * 2 + columns.channels_last.astype(np.int64)
+    for key in np.unique(keys):
+        amp, channels_last = _AMPS[int(key) // 2], bool(int(key) % 2)
+        in_combo = keys == key
+        model = profile.memory_model(amp, channels_last) or profile.memory_model("off", False)
+        for batch in np.unique(columns.batch_size[in_combo]):
+            where = in_combo & (columns.batch_size == batch)
+            part = _step_part(profile, amp, channels_last, int(batch))
+            step_rate[where], step_cpu[where] = part.samples_per_s, part.cpu_s_per_sample
+            step_unc[where], step_oom[where] = part.uncertainty, part.out_of_memory
+            if model is not None:
+                memory[where] = model.predict(float(batch))
+    loader_rate, loader_cpu, loader_unc = np.empty(n), np.empty(n), np.empty(n)
+    receive = np.zeros(n)
+    for workers in np.unique(columns.num_workers):
+        where = columns.num_workers == workers
+        part = _loader_part(profile.loader, int(workers))
+        loader_rate[where], loader_cpu[where] = part.samples_per_s, part.cpu_s_per_sample
+        loader_unc[where], receive[where] = part.uncertainty, part.main_s_per_batch
+
+    batch = columns.batch_size.astype(np.float64)
+    no_workers = columns.num_workers == 0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        loader_rate = np.where(no_workers, loader_rate,
+                               _loader_at_batch(loader_rate, receive, columns.num_workers,
+                                                batch, float(profile.loader_batch_size)))
+        # The main process receives each batch from the workers on the step's own thread.
+        step_rate = np.where(no_workers, step_rate, batch / (batch / step_rate + receive))
+        serial = 1.0 / (1.0 / step_rate + 1.0 / loader_rate)
+        cpu_bound = (float(profile.cpu_count) / (step_cpu + loader_cpu)
+                     if profile.device_type == "cpu" else np.full(n, np.inf))
+        candidates = np.stack([step_rate, loader_rate, cpu_bound])
+        bound = np.argmin(candidates, axis=0).astype(np.int64)
+        rate = np.where(no_workers, np.minimum(serial, cpu_bound), _soft_min(candidates))
+    bound = np.where(no_workers & (step_rate < loader_rate) & (serial <= cpu_bound), _STEP,
+                     np.where(no_workers & (serial <= cpu_bound), _LOADER, bound))
+
+    memory = memory + _loader_memory(profile, columns)
+    over = step_oom.copy()
+    if memory_budget_bytes is not None:
+        over |= np.nan_to_num(memory, nan=0.0) > memory_budget_bytes
+    bound = np.where(over, _MEMORY, bound)
+    uncertainty = np.maximum(step_unc, loader_unc) + _uncovered(columns)
+    return Predictions(columns=columns, samples_per_s=rate, memory_bytes=memory,
+                       over_memory=over, uncertainty=np.minimum(1.0, uncertainty), bound=bound)
+
+
+#: Sharpness of the soft minimum of the bounds: two equal bounds give 92% of either (the
+#: workers and the step never overlap perfectly); a bound twice the other costs 0.05%.
+SOFT_MIN_POWER = 8.0
+
+
+def _soft_min(bounds: FloatArray) -> FloatArray:
+    """``(sum b^-p)^(-1/p)`` over the bounds (axis 0): never above the smallest, and the closer
+    the others come to it the further below."""
+    smallest = np.min(bounds, axis=0)
+    scaled = np.where(np.isfinite(bounds), smallest / bounds, 0.0)
+    total = np.sum(scaled ** SOFT_MIN_POWER, axis=0)
+    return np.asarray(smallest / total ** (1.0 / SOFT_MIN_POWER), dtype=np.float64)
+
+
+def _loader_at_batch(rate: FloatArray, receive: FloatArray, workers: IntArray,
+                     batch: FloatArray, profiled_batch: float) -> FloatArray:
+    """The loader's samples/s at ``batch`` from its rate at the profiled batch size.
+
+    Each worker spends per batch a fixed overhead (handing the batch over; taken to match the
+    main process's receiving cost, at most half the batch's time) plus a time per sample.
+    """
+    per_batch = workers * profiled_batch / rate
+    overhead = np.minimum(receive, per_batch / 2)
+    per_sample = (per_batch - overhead) / profiled_batch
+    return np.asarray(workers * batch / (batch * per_sample + overhead), dtype=np.float64)
+
+
+def _loader_memory(profile: Profile, columns: Columns) -> FloatArray:
+    """Memory the configuration adds beyond the step: on a CPU the workers and the batches
+    they hold ahead; on CUDA the batch a device prefetch holds."""
+    batch_bytes = columns.batch_size * float(profile.sample_bytes)
+    if profile.device_type == "cuda":
+        return np.where(columns.device_prefetch, batch_bytes, 0.0)
+    workers = columns.num_workers.astype(np.float64)
+    ahead = workers * columns.prefetch_factor * batch_bytes
+    return workers * profile.worker_memory_bytes + ahead
+
+
+def _uncovered(columns: Columns) -> FloatArray:
+    has_workers = columns.num_workers > 0
+    return (UNCOVERED_KNOB["pin_memory"] * columns.pin_memory
+            + UNCOVERED_KNOB["device_prefetch"] * columns.device_prefetch
+            + UNCOVERED_KNOB["cudnn_benchmark"] * columns.cudnn_benchmark
+            + UNCOVERED_KNOB["tf32"] * columns.tf32
+            + UNCOVERED_KNOB["compile"] * (columns.compile > 0)
+            + UNCOVERED_KNOB["persistent_workers"] * (columns.persistent_workers & has_workers)
+            + UNCOVERED_KNOB["prefetch_factor"]
+            * (has_workers & (columns.prefetch_factor != PROFILED_PREFETCH)))
+
+
+def predict_space(profile: Profile, space: SearchSpace,
+                  memory_budget_bytes: int | None = None) -> Predictions:
+    """Predict every configuration of ``space``."""
+    return predict_columns(profile, Columns.of_space(space), memory_budget_bytes)
+
+
+def predict_configs(profile: Profile, configs: Sequence[Config],
+                    memory_budget_bytes: int | None = None) -> Predictions:
+    """Predict the given configurations (any, on the grid or off it)."""
+    return predict_columns(profile, Columns.of(configs), memory_budget_bytes)
+
+
+def ranking(predictions: Predictions, space: SearchSpace,
+            count: int | None = None) -> list[tuple[Config, float]]:
+    """Configurations by predicted samples/s, fastest first, those over memory left out."""
+    indices = predictions.best(count if count is not None else len(predictions))
+    return [(space.config_from(predictions.values(i)), float(predictions.samples_per_s[i]))
+            for i in indices]
+

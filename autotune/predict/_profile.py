@@ -1,0 +1,155 @@
+"""The profile of a workload on a device: what the step and the loader can each do alone.
+
+Measured once per job in a fresh trial process (:mod:`autotune.measure._profile`), stored on
+the job, and read by :mod:`autotune.predict._predict` to predict every configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from autotune.space import AmpMode
+
+
+class StepPoint(BaseModel):
+    """Forward, backward and optimizer step alone, on batches already on the device."""
+
+    model_config = ConfigDict(frozen=True)
+
+    batch_size: int
+    amp: AmpMode
+    channels_last: bool = False
+    #: Samples per second of the step alone; None when it did not run (out of memory).
+    samples_per_s: float | None = None
+    #: On a CPU device: process CPU seconds per wall second while the step ran (cores busy).
+    cpu_cores: float | None = None
+    #: Peak memory with this batch: device allocations on CUDA, the process's peak RSS on a CPU.
+    peak_memory_bytes: int | None = None
+    out_of_memory: bool = False
+
+    @property
+    def cpu_s_per_sample(self) -> float | None:
+        """CPU seconds the step burns per sample (CPU device only)."""
+        if self.cpu_cores is None or not self.samples_per_s:
+            return None
+        return self.cpu_cores / self.samples_per_s
+
+
+class LoaderPoint(BaseModel):
+    """What the DataLoader alone delivers with one worker count (batches pulled, not used)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    num_workers: int
+    samples_per_s: float
+    #: CPU seconds per sample of the loading process and its workers together.
+    cpu_s_per_sample: float
+    #: CPU seconds the main process spends per batch receiving it from the workers (taking it
+    #: off the queue, rebuilding its tensors): time the training step's thread cannot step.
+    main_cpu_s_per_batch: float | None = None
+    #: Memory (PSS) of the loading process and its workers while they ran.
+    memory_bytes: int | None = None
+
+
+class MemoryModel(BaseModel):
+    """``bytes = fixed_bytes + per_sample_bytes * batch`` for one precision and layout."""
+
+    model_config = ConfigDict(frozen=True)
+
+    amp: AmpMode
+    channels_last: bool = False
+    fixed_bytes: float
+    per_sample_bytes: float
+    #: Batch sizes the fit was made from.
+    fitted_batches: list[int]
+
+    def predict(self, batch_size: float) -> float:
+        """Predicted peak bytes with ``batch_size`` samples per step."""
+        return self.fixed_bytes + self.per_sample_bytes * batch_size
+
+    @classmethod
+    def fit(cls, amp: AmpMode, channels_last: bool,
+            points: Sequence[tuple[int, int]]) -> MemoryModel | None:
+        """Least squares over ``(batch, bytes)`` points; None with fewer than one point.
+
+        One point gives a model with no per-sample cost (a lower bound); the slope is never
+        negative, since a larger batch never needs less memory.
+        """
+        if not points:
+            return None
+        batches = [float(b) for b, _ in points]
+        sizes = [float(s) for _, s in points]
+        mean_b, mean_s = sum(batches) / len(batches), sum(sizes) / len(sizes)
+        spread = sum((b - mean_b) ** 2 for b in batches)
+        slope = 0.0
+        if spread > 0:
+            slope = max(0.0, sum((b - mean_b) * (s - mean_s)
+                                 for b, s in zip(batches, sizes, strict=True)) / spread)
+        return cls(amp=amp, channels_last=channels_last, fixed_bytes=mean_s - slope * mean_b,
+                   per_sample_bytes=slope, fitted_batches=sorted(int(b) for b in batches))
+
+
+class Profile(BaseModel):
+    """The step's capacity per batch/precision/layout, the loader's per worker count, and the
+    memory each batch needs: the two bounds of every configuration."""
+
+    model_config = ConfigDict(frozen=True)
+
+    device_type: str
+    cpu_count: int
+    step: list[StepPoint]
+    loader: list[LoaderPoint]
+    memory: list[MemoryModel]
+    #: The batch size of the loader sweep (the workload's own, within the dataset).
+    loader_batch_size: int
+    #: Seconds to collate one batch of :attr:`loader_batch_size` in the main process.
+    collate_s_per_batch: float | None = None
+    #: Host bytes of one sample as batched (what each prefetched batch holds per sample).
+    sample_bytes: int = 0
+    #: Extra memory (PSS) each DataLoader worker adds, from the loader sweep.
+    worker_memory_bytes: int = 0
+    #: Worker counts beyond the searched grid's cap where the loader kept scaling.
+    extra_workers: list[int] = []
+    #: Worker counts the space would search (the loader sweep's starting grid).
+    grid_max_workers: int = 0
+    duration_s: float = 0.0
+    budget_s: float = 0.0
+
+    def step_points(self, amp: str, channels_last: bool) -> list[StepPoint]:
+        """The measured step points of one precision and layout, by ascending batch."""
+        return sorted((p for p in self.step if p.amp == amp and p.channels_last == channels_last),
+                      key=lambda p: p.batch_size)
+
+    def memory_model(self, amp: str, channels_last: bool) -> MemoryModel | None:
+        for model in self.memory:
+            if model.amp == amp and model.channels_last == channels_last:
+                return model
+        return None
+
+    def best_step(self) -> StepPoint | None:
+        """The fastest step point that ran."""
+        ran = [p for p in self.step if p.samples_per_s]
+        return max(ran, key=lambda p: p.samples_per_s or 0.0) if ran else None
+
+    def best_loader(self) -> LoaderPoint | None:
+        """The worker count that delivered the most samples per second."""
+        return max(self.loader, key=lambda p: p.samples_per_s) if self.loader else None
+
+    def public_dict(self) -> dict[str, object]:
+        """The profile as the recommendation JSON shows it."""
+        return {
+            "step": [{"batch_size": p.batch_size, "amp": p.amp,
+                      "channels_last": p.channels_last, "samples_per_s": p.samples_per_s,
+                      "peak_memory_bytes": p.peak_memory_bytes,
+                      "out_of_memory": p.out_of_memory} for p in self.step],
+            "loader": [{"num_workers": p.num_workers, "samples_per_s": p.samples_per_s,
+                        "cpu_s_per_sample": p.cpu_s_per_sample} for p in self.loader],
+            "loader_batch_size": self.loader_batch_size,
+            "memory": [{"amp": m.amp, "channels_last": m.channels_last,
+                        "fixed_bytes": int(m.fixed_bytes),
+                        "per_sample_bytes": int(m.per_sample_bytes)} for m in self.memory],
+            "extra_workers": list(self.extra_workers),
+            "duration_s": self.duration_s,
+        }

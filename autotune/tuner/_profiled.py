@@ -1,0 +1,174 @@
+"""The profile's part of a job: measure it once (or reuse the stored one), predict every
+configuration, and seed the search with the predicted best and the least known."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from autotune.measure import ProfilePlan
+from autotune.predict import Predictions, Profile, predict_configs, predict_space, ranking
+from autotune.runner import ProfileFailed, TrialCancelled, probe_workload, profile_workload
+from autotune.space import Config, SearchSpace
+from autotune.store import Database, Job, device_lock, lock_owned_job
+
+#: Predicted-best and most-uncertain configurations queued after the baseline and checklist,
+#: at most; fewer when the trial budget is small, so the sampler still gets turns.
+PREDICTED_BEST = 3
+MOST_UNCERTAIN = 2
+#: The most uncertain are picked among this share of the fastest predictions: exploring where
+#: the profile is blind pays only where it might be fast.
+UNCERTAIN_AMONG_SHARE = 0.25
+PREDICTED_PHASE = "predicted"
+
+
+class ProfileCancelled(Exception):
+    """The job was cancelled while its profile was measured."""
+
+
+def profile_plan(space: SearchSpace, memory_budget_bytes: int | None, host_budget: bool,
+                 seconds: float) -> ProfilePlan:
+    """What to profile: the space's batches, precisions, layouts and worker counts."""
+    choices = space.choices
+    batches = choices["batch_size"]
+    loader_batch = min(space.baseline().batch_size, max(batches))
+    return ProfilePlan(
+        batch_sizes=list(batches),
+        amp_modes=list(choices["amp"]),
+        channels_last=list(choices["channels_last"]),
+        worker_counts=list(choices["num_workers"]),
+        loader_batch_size=loader_batch,
+        memory_budget_bytes=memory_budget_bytes if host_budget else None,
+        extend_workers="num_workers" not in space.fixed and len(choices["num_workers"]) > 1,
+        step_budget_s=seconds / 2,
+        loader_budget_s=seconds / 2,
+    )
+
+
+def stored_profile(job: Job) -> Profile | str | None:
+    """The job's stored profile; the reason profiling failed; None when none was measured."""
+    if not job.profile:
+        return None
+    if "error" in job.profile:
+        return str(job.profile["error"])
+    return Profile.model_validate(job.profile)
+
+
+def measure_profile(
+    db: Database,
+    job_id: int,
+    owner: str | None,
+    lock_key: str,
+    workload: str,
+    device: str,
+    plan: ProfilePlan,
+    timeout_s: float,
+    memory_budget_bytes: int | None,
+    host_budget: bool,
+    cancel: threading.Event,
+) -> Profile | str:
+    """Profile in a fresh process under the device lock and store the result on the job.
+
+    Returns the profile, or the reason it could not be measured (the job then searches without
+    one). Raises :class:`ProfileCancelled` when the job is cancelled meanwhile.
+    """
+    result: Profile | str
+    with device_lock(db, lock_key, cancel) as held:
+        if not held:
+            raise ProfileCancelled
+        try:
+            result = profile_workload(
+                workload, device, plan, timeout_s + plan.step_budget_s + plan.loader_budget_s,
+                memory_budget_bytes=memory_budget_bytes, budget_is_host_memory=host_budget,
+                cancel=cancel,
+            )
+        except TrialCancelled:
+            raise ProfileCancelled from None
+        except ProfileFailed as exc:
+            result = str(exc)
+    with db.session(immediate=True) as session:
+        job = lock_owned_job(session, job_id, owner)
+        job.profile = {"error": result} if isinstance(result, str) else result.model_dump(
+            mode="json")
+    return result
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """The profile's predictions for one job's space and memory budget."""
+
+    profile: Profile
+    space: SearchSpace
+    memory_budget_bytes: int | None
+
+    def all(self) -> Predictions:
+        return predict_space(self.profile, self.space, self.memory_budget_bytes)
+
+    def samples_per_s(self, config: Config) -> float | None:
+        """The predicted samples/s of one configuration (on the grid or off it)."""
+        value = float(predict_configs(self.profile, [config],
+                                      self.memory_budget_bytes).samples_per_s[0])
+        return value if value == value and value != float("inf") else None
+
+
+def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
+                 already: Iterable[Config]) -> list[Config]:
+    """The predicted best few, then the most uncertain few, none predicted over memory and
+    none already queued."""
+    room = max(0, n_trials - 2)
+    best_count = min(PREDICTED_BEST, max(1, room // 3))
+    uncertain_count = min(MOST_UNCERTAIN, room // 5)
+    seen = {config.key() for config in already}
+    chosen: list[Config] = []
+
+    def take(indices: Iterable[int], count: int) -> None:
+        taken = 0
+        for index in indices:
+            if taken >= count:
+                return
+            config = space.config_from(predictions.values(index))
+            if config.key() in seen:
+                continue
+            seen.add(config.key())
+            chosen.append(config)
+            taken += 1
+
+    slack = best_count + uncertain_count + len(seen) + 1
+    take(predictions.best(best_count + slack), best_count)
+    among = max(1, int(len(predictions) * UNCERTAIN_AMONG_SHARE))
+    take(predictions.most_uncertain(uncertain_count + slack, among=among), uncertain_count)
+    return chosen
+
+
+#: Predicts one configuration's samples/s, or None without a profile.
+PredictFn = Callable[[Config], float | None]
+
+
+def no_prediction(config: Config) -> float | None:
+    return None
+
+
+
+def predicted_ranking(
+    workload: str,
+    device: str = "cpu",
+    seconds: float = 40.0,
+    memory_budget_bytes: int | None = None,
+    timeout_s: float = 300.0,
+) -> tuple[Profile, list[tuple[Config, float]]]:
+    """Probe and profile ``workload`` in fresh processes, then rank every configuration of its
+    default space by predicted samples/s (fastest first, those over the budget left out).
+
+    For benchmarks: how good the profile's ranking is, without running a search.
+    """
+    probe = probe_workload(workload, device, timeout_s)
+    space = SearchSpace(probe.device, probe.workload)
+    host_budget = not probe.device.is_cuda
+    plan = profile_plan(space, memory_budget_bytes, host_budget, seconds)
+    profile = profile_workload(workload, device, plan, timeout_s + seconds,
+                               memory_budget_bytes=memory_budget_bytes,
+                               budget_is_host_memory=host_budget)
+    if profile.extra_workers:
+        space = SearchSpace(probe.device, probe.workload, extra_workers=profile.extra_workers)
+    return profile, ranking(predict_space(profile, space, memory_budget_bytes), space)

@@ -1,0 +1,176 @@
+"""Predicting every configuration from a profile: the bounds, memory, uncertainty, speed."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autotune.predict import (
+    Columns,
+    LoaderPoint,
+    MemoryModel,
+    Profile,
+    StepPoint,
+    predict_configs,
+    predict_space,
+    ranking,
+)
+from autotune.recommend import ceiling_sentence
+from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo, default_max_workers
+from autotune.tuner._profiled import seed_configs
+
+CPU = DeviceInfo(type="cpu", name="test cpu", memory_bytes=16 * 2**30, cpu_count=2,
+                 bf16_supported=True)
+GPU = DeviceInfo(type="cuda", name="test gpu", memory_bytes=80 * 2**30, index=0,
+                 cpu_count=16, bf16_supported=True, compute_capability=(9, 0))
+IMAGES = WorkloadInfo(name="images", dataset_length=1_000_000, input_batch_ndim=4,
+                      batch_size=32)
+TOKENS = WorkloadInfo(name="tokens", dataset_length=100_000, input_batch_ndim=2, batch_size=32)
+
+
+def make_profile(step_rates: dict[int, float], loader_rates: dict[int, float],
+                 device_type: str = "cpu", per_sample_bytes: float = 0.0,
+                 step_cores: float = 1.0, loader_cpu: float = 1e-4) -> Profile:
+    step = [StepPoint(batch_size=b, amp="off", samples_per_s=r,
+                      cpu_cores=step_cores if device_type == "cpu" else None,
+                      peak_memory_bytes=int(2**28 + per_sample_bytes * b))
+            for b, r in step_rates.items()]
+    loader = [LoaderPoint(num_workers=w, samples_per_s=r, cpu_s_per_sample=loader_cpu,
+                          main_cpu_s_per_batch=1e-5 if w else None)
+              for w, r in loader_rates.items()]
+    memory = MemoryModel.fit("off", False, [(p.batch_size, p.peak_memory_bytes or 0)
+                                            for p in step])
+    return Profile(device_type=device_type, cpu_count=2, step=step, loader=loader,
+                   memory=[memory] if memory else [], loader_batch_size=32, sample_bytes=1024)
+
+
+def small_space(ranges: dict[str, str], fixed: dict[str, object] | None = None) -> SearchSpace:
+    return SearchSpace(CPU, TOKENS, fixed={"amp": "off", **(fixed or {})}, ranges=ranges)
+
+
+def test_columns_of_a_space_are_its_configurations_in_order() -> None:
+    space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "8..64", "num_workers": "0,2"})
+    columns = Columns.of_space(space)
+    configs = list(space.all_configs())
+    assert len(columns) == len(configs) == space.size()
+    expected = Columns.of(configs)
+    for name in Columns.__dataclass_fields__:
+        assert np.array_equal(getattr(columns, name), getattr(expected, name)), name
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    step=st.dictionaries(st.sampled_from([8, 16, 32, 64, 128]),
+                         st.floats(10.0, 1e5), min_size=1),
+    loader=st.dictionaries(st.sampled_from([0, 1, 2, 4, 8, 16]), st.floats(10.0, 1e5),
+                           min_size=1),
+    batch=st.sampled_from([8, 16, 24, 32, 48, 64, 96, 128]),
+    workers=st.sampled_from([0, 1, 2, 3, 4, 6, 8, 12, 16]),
+)
+def test_a_prediction_never_exceeds_the_step_alone_nor_the_loader_alone(
+    step: dict[int, float], loader: dict[int, float], batch: int, workers: int
+) -> None:
+    profile = make_profile(step, loader)
+    config = Config(batch_size=batch, num_workers=workers)
+    predicted = float(predict_configs(profile, [config]).samples_per_s[0])
+    step_only = make_profile(step, {w: 1e12 for w in loader})
+    loader_only = make_profile({b: 1e12 for b in step}, loader)
+    # Each bound alone (the other made free) is at least the prediction with both.
+    assert predicted <= float(predict_configs(step_only, [config]).samples_per_s[0]) * (1 + 1e-9)
+    assert predicted <= float(predict_configs(loader_only, [config]).samples_per_s[0]) * (
+        1 + 1e-9)
+    assert predicted > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    loader=st.dictionaries(st.sampled_from([0, 1, 2, 4, 8, 16]), st.floats(10.0, 1e5),
+                           min_size=1),
+    factor=st.floats(1.0, 10.0),
+)
+def test_a_faster_loader_never_lowers_a_prediction(loader: dict[int, float],
+                                                   factor: float) -> None:
+    space = small_space(ranges={"batch_size": "8..64"})
+    slow = predict_space(make_profile({8: 500.0, 64: 4000.0}, loader), space)
+    fast = predict_space(make_profile({8: 500.0, 64: 4000.0},
+                                      {w: r * factor for w, r in loader.items()}), space)
+    assert np.all(fast.samples_per_s >= slow.samples_per_s * (1 - 1e-9))
+
+
+def test_the_slower_side_is_named_as_the_bound() -> None:
+    space = small_space(ranges={"batch_size": "32", "num_workers": "4"})
+    loader_bound = predict_space(make_profile({32: 10_000.0}, {0: 100.0, 4: 400.0}), space)
+    assert {loader_bound.bound_name(i) for i in range(len(loader_bound))} == {"loader"}
+    step_bound = predict_space(make_profile({32: 100.0}, {0: 1e4, 4: 4e4}), space)
+    assert {step_bound.bound_name(i) for i in range(len(step_bound))} == {"step"}
+
+
+def test_on_a_cpu_the_step_and_the_loader_share_the_cores() -> None:
+    # Each alone is fast, but together they need more CPU than two cores have.
+    profile = make_profile({32: 10_000.0}, {0: 1e4, 4: 1e4}, step_cores=2.0, loader_cpu=4e-4)
+    predicted = predict_configs(profile, [Config(batch_size=32, num_workers=4)])
+    cores_bound = 2 / (2.0 / 10_000 + 4e-4)
+    assert predicted.samples_per_s[0] <= cores_bound * (1 + 1e-9)
+    assert predicted.bound_name(0) == "cpu"
+
+
+def test_configurations_over_the_memory_budget_are_marked_and_never_ranked() -> None:
+    profile = make_profile({8: 100.0, 64: 800.0}, {0: 1e5}, per_sample_bytes=2**20)
+    budget = 2**28 + 40 * 2**20  # fits batch 32, not 48 or 64
+    space = small_space(ranges={"batch_size": "8..64"}, fixed={"num_workers": 0})
+    predictions = predict_space(profile, space, budget)
+    over = {int(b) for b, o in zip(predictions.columns.batch_size, predictions.over_memory,
+                                   strict=True) if o}
+    assert over == {48, 64}
+    assert all(predictions.bound_name(i) == "memory" for i in range(len(predictions))
+               if predictions.over_memory[i])
+    assert all(config.batch_size <= 32 for config, _ in ranking(predictions, space))
+    seeds = seed_configs(predictions, space, 20, [space.baseline()])
+    assert seeds and all(config.batch_size <= 32 for config in seeds)
+
+
+def test_uncovered_knobs_and_extrapolation_raise_the_uncertainty() -> None:
+    profile = make_profile({32: 1000.0, 64: 2000.0}, {0: 500.0, 2: 1000.0}, device_type="cuda")
+    plain, pinned, beyond = predict_configs(profile, [
+        Config(batch_size=32, num_workers=2, prefetch_factor=1),
+        Config(batch_size=32, num_workers=2, prefetch_factor=1, pin_memory=True,
+               device_prefetch=True),
+        Config(batch_size=512, num_workers=16, prefetch_factor=1),
+    ]).uncertainty
+    assert plain < pinned
+    assert plain < beyond
+
+
+def test_a_profile_predicts_the_biggest_space_quickly() -> None:
+    space = SearchSpace(GPU, IMAGES, extra_workers=(96, 128))
+    step = {b: 100.0 * b for b in space.choices["batch_size"][::3]}
+    profile = make_profile(step, {0: 100.0, 1: 200.0, 8: 1600.0, 64: 9000.0},
+                           device_type="cuda")
+    started = time.perf_counter()
+    predictions = predict_space(profile, space)
+    elapsed = time.perf_counter() - started
+    assert len(predictions) == space.size() > 200_000
+    print(f"predicted {len(predictions):,} configurations in {elapsed:.2f} s")
+    assert elapsed < 10.0, "predicting must use the profile's tables, not per-configuration work"
+
+
+def test_extra_workers_join_the_grid_unless_the_user_set_num_workers() -> None:
+    assert 48 in SearchSpace(CPU, TOKENS, extra_workers=(24, 48)).choices["num_workers"]
+    assert max(SearchSpace(CPU, TOKENS).choices["num_workers"]) == default_max_workers(2)
+    narrowed = SearchSpace(CPU, TOKENS, ranges={"num_workers": "0..8"}, extra_workers=(48,))
+    assert max(narrowed.choices["num_workers"]) == 8
+    fixed = SearchSpace(CPU, TOKENS, fixed={"num_workers": 4}, extra_workers=(48,))
+    assert fixed.choices["num_workers"] == (4,)
+
+
+def test_the_ceiling_sentence_gives_both_bounds_and_the_share_reached() -> None:
+    profile = make_profile({64: 9000.0}, {0: 200.0, 16: 3000.0})
+    sentence = ceiling_sentence(profile, 1500.0)
+    assert sentence is not None
+    assert "9,000 samples/s at batch 64 in fp32" in sentence
+    assert "3,000 samples/s with 16 workers" in sentence
+    assert "1,500 samples/s = 50% of min(9,000, 3,000)" in sentence
+    assert "loader bounds it" in sentence

@@ -1,0 +1,140 @@
+"""The profile, measured in a real trial process on real workloads, and its place in a job."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.predict import Profile, predict_space
+from autotune.runner import probe_workload, profile_workload
+from autotune.space import SearchSpace
+from autotune.store import Database, Job
+from autotune.tuner import TuneOptions, create_job, run_job
+from autotune.tuner._profiled import profile_plan, seed_configs
+
+FAST_FLAGS = ["--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1",
+              "--confirm-top", "1", "--confirm-rounds", "1", "--fix", "compile=off"]
+
+
+def profiled(workload: str, seconds: float, budget: int | None = None,
+             **space_options: object) -> tuple[Profile, SearchSpace]:
+    probe = probe_workload(workload, "cpu")
+    space = SearchSpace(probe.device, probe.workload, **space_options)  # type: ignore[arg-type]
+    plan = profile_plan(space, budget, host_budget=True, seconds=seconds)
+    return profile_workload(workload, "cpu", plan, 180, memory_budget_bytes=budget), space
+
+
+def test_slow_storage_loader_scales_past_the_grid_and_the_step_is_far_faster() -> None:
+    profile, space = profiled("builtin:slow-storage", 30)
+    grid_top = profile.grid_max_workers
+    assert grid_top == max(space.choices["num_workers"])
+    assert profile.extra_workers and min(profile.extra_workers) > grid_top
+    loader, step = profile.best_loader(), profile.best_step()
+    assert loader is not None and step is not None
+    assert loader.num_workers > grid_top, "the sleeping reads keep scaling past the grid"
+    assert (step.samples_per_s or 0) > 2 * loader.samples_per_s
+    # The job would search the extended counts.
+    extended = SearchSpace(space.device, space.workload, extra_workers=profile.extra_workers)
+    assert set(profile.extra_workers) <= set(extended.choices["num_workers"])
+
+
+def test_a_compute_heavy_workload_is_bound_by_its_step(workload_file) -> None:
+    profile, space = profiled(workload_file("compute_heavy"), 10)
+    loader, step = profile.best_loader(), profile.best_step()
+    assert loader is not None and step is not None
+    assert (step.samples_per_s or 0) < loader.samples_per_s
+    assert not profile.extra_workers
+    predictions = predict_space(profile, space)
+    best = predictions.best(1)[0]
+    assert predictions.bound_name(best) in ("step", "cpu")
+
+
+def test_the_memory_model_predicts_which_batches_break_the_budget(workload_file) -> None:
+    budget = 600 * 2**20
+    profile, space = profiled(workload_file("memory_hog"), 10, budget,
+                              fixed={"num_workers": 0, "amp": "off"},
+                              ranges={"batch_size": "8..512"})
+    # The sweep stops before a batch predicted over the budget (or when its time is up).
+    assert all((p.peak_memory_bytes or 0) <= budget for p in profile.step)
+    model = profile.memory_model("off", False)
+    assert model is not None and model.per_sample_bytes >= 2**20 * 0.5  # 1 MiB samples
+    predictions = predict_space(profile, space, budget)
+    over = {int(b) for b, o in zip(predictions.columns.batch_size, predictions.over_memory,
+                                   strict=True) if o}
+    assert 512 in over and 8 not in over
+    seeds = seed_configs(predictions, space, 20, [space.baseline(), space.checklist()])
+    assert seeds and all(config.batch_size not in over for config in seeds)
+
+
+def autotune(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True,
+                          text=True, timeout=600)
+
+
+def rows(db: str, query: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as connection:
+        return connection.execute(query).fetchall()
+
+
+def test_a_profiled_job_stores_predicts_seeds_and_explains(tmp_path: Path, workload_file) -> None:
+    db, out = str(tmp_path / "p.db"), tmp_path / "best.json"
+    result = autotune("run", workload_file("tiny"), "--trials", "6", "--db", db, "--out",
+                      str(out), "--device", "cpu", "--profile-seconds", "6", *FAST_FLAGS)
+    assert result.returncode == 0, result.stderr
+    (stored,) = rows(db, "select profile from autotune_jobs")
+    profile = Profile.model_validate_json(str(stored[0]))
+    assert profile.step and profile.loader
+    phases = [phase for (phase,) in rows(db, "select phase from autotune_trials order by number")]
+    assert "predicted" in phases
+    predicted = rows(db, "select predicted_samples_per_s from autotune_trials")
+    assert all(value is not None and value > 0 for (value,) in predicted)
+    document = json.loads(out.read_text())
+    assert document["profile"]["step"] and document["profile"]["loader"]
+    assert "Ceiling: the step alone reaches" in document["diagnosis"]
+    assert "profile (" in result.stdout
+
+    # A resumed job reuses the stored profile: nothing is measured again.
+    marker = profile.model_copy(update={"duration_s": 12345.0})
+    database = Database(f"sqlite:///{db}")
+    options = TuneOptions(workload=workload_file("tiny"), n_trials=3, device="cpu",
+                          min_seconds=0.3, min_steps=3, warmup_steps=1, confirm_top=1,
+                          confirm_rounds=1, profile_seconds=6)
+    job_id = create_job(database, options, status="running")
+    with database.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        job.profile = marker.model_dump(mode="json")
+    finished = run_job(database, job_id)
+    assert finished.status == "succeeded"
+    assert finished.profile is not None and finished.profile["duration_s"] == 12345.0
+    assert finished.recommendation is not None
+    assert finished.recommendation["profile"]["duration_s"] == 12345.0
+
+
+def test_no_profile_runs_the_plain_search(tmp_path: Path, workload_file) -> None:
+    db, out = str(tmp_path / "n.db"), tmp_path / "best.json"
+    result = autotune("run", workload_file("tiny"), "--trials", "4", "--db", db, "--out",
+                      str(out), "--device", "cpu", "--no-profile", *FAST_FLAGS)
+    assert result.returncode == 0, result.stderr
+    assert rows(db, "select profile from autotune_jobs") == [(None,)]
+    assert rows(db, "select count(*) from autotune_trials where phase = 'predicted'") == [(0,)]
+    assert rows(db, "select count(*) from autotune_trials "
+                    "where predicted_samples_per_s is not null") == [(0,)]
+    document = json.loads(out.read_text())
+    assert document["profile"] is None
+    assert "Ceiling" not in document["diagnosis"]
+
+
+@pytest.mark.cuda
+def test_a_cuda_profile_measures_device_memory_per_batch() -> None:
+    probe = probe_workload("builtin:image-cnn", "cuda")
+    space = SearchSpace(probe.device, probe.workload)
+    plan = profile_plan(space, None, host_budget=False, seconds=20)
+    profile = profile_workload("builtin:image-cnn", "cuda", plan, 300, budget_is_host_memory=False)
+    assert all(p.cpu_cores is None for p in profile.step)
+    assert any(m.per_sample_bytes > 0 for m in profile.memory)
