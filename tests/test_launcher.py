@@ -17,6 +17,7 @@ import pytest
 
 from autotune.errors import ConfigError, WorkloadError
 from autotune.measure import MeasurePlan
+from autotune.measure import _host_memory as host_memory
 from autotune.runner import START_ENV, TrialLauncher, probe_workload, run_trial
 from autotune.space import Config
 from tests.conftest import FAST
@@ -134,6 +135,22 @@ def test_the_memory_budget_caps_a_forked_trial(workload_file) -> None:
     assert result.outcome == "oom" and "over the memory budget" in result.error
 
 
+def test_a_spike_between_two_memory_samples_is_still_over_the_budget(
+    workload_file, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One sample at the start and none after: only the trial's own high-water mark sees the
+    # batches (a short trial on a busy machine gets few samples).
+    monkeypatch.setattr(host_memory, "MIN_INTERVAL_S", 3600.0)
+    workload = workload_file("memory_hog")
+    budget = 500 * 2**20
+    with launcher(workload):
+        small = _trial(workload, Config(batch_size=8), memory_budget_bytes=budget)
+        large = _trial(workload, Config(batch_size=256), memory_budget_bytes=budget)
+    assert small.outcome == "ok" and small.peak_host_memory_bytes <= budget
+    assert large.outcome == "oom" and "high-water mark" in large.error
+    assert large.peak_host_memory_bytes > budget and not large.usable
+
+
 def test_the_server_and_a_cpu_trial_see_no_gpu(workload_file) -> None:
     workload = workload_file("process_checks") + ":visible_devices"
     with launcher(workload) as started:
@@ -196,6 +213,7 @@ def test_a_trial_is_only_forked_for_the_launchers_device(workload_file) -> None:
 _WORKER = """
 import sys
 from autotune.measure import MeasurePlan
+from autotune.measure import _host_memory as host_memory
 from autotune.runner import TrialLauncher, run_trial
 from autotune.space import Config
 with TrialLauncher(sys.argv[1], "cpu"):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -31,7 +30,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, default_collate
 
 from autotune.measure._batches import map_tensors, to_device
-from autotune.measure._host_memory import tree_memory_bytes
+from autotune.measure._host_memory import peak_rss_bytes, reset_peak_rss, tree_memory_bytes
 from autotune.measure._loop import _loader_length, build_loader
 from autotune.measure._step import TrainingStep, forward_loss
 from autotune.predict import LoaderPoint, MemoryModel, Profile, StepPoint
@@ -92,22 +91,6 @@ def _cpu_seconds(process: psutil.Process, children: bool = False) -> float:
                 child_times = child.cpu_times()
                 total += child_times.user + child_times.system
     return total
-
-
-def _reset_peak_rss() -> None:
-    """Restart the process's high-water resident memory from now (Linux 4.0+), so each batch
-    size's peak is its own and not the largest one's before it."""
-    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")
-
-
-def _peak_rss_bytes() -> int:
-    """The process's high-water resident memory since the last :func:`_reset_peak_rss`."""
-    with contextlib.suppress(OSError), open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
 
 
 def _tensor_bytes(data: Any) -> int:
@@ -198,7 +181,7 @@ def _time_step(bench: _StepBench, batches: list[Any], batch_size: int,
     if cuda:
         torch.cuda.reset_peak_memory_stats(bench.device)
     else:
-        _reset_peak_rss()
+        reset_peak_rss()
     bench.step(batches[0])
     bench.synchronize()
     process = psutil.Process()
@@ -216,7 +199,7 @@ def _time_step(bench: _StepBench, batches: list[Any], batch_size: int,
             break
     wall = time.perf_counter() - started
     cpu = _cpu_seconds(process) - cpu_before
-    memory = int(torch.cuda.max_memory_allocated(bench.device)) if cuda else _peak_rss_bytes()
+    memory = int(torch.cuda.max_memory_allocated(bench.device)) if cuda else peak_rss_bytes()
     return StepPoint(
         batch_size=batch_size, amp=bench.training.config.amp,
         # The median step: a step the machine's other work preempted says nothing of this one.

@@ -31,6 +31,7 @@ from autotune.measure import (
     fingerprint,
     input_batch_ndim,
     measure,
+    peak_rss_bytes,
     resolve_device,
 )
 from autotune.measure import profile as profile_workload
@@ -141,6 +142,8 @@ def trial(request: dict[str, Any], emit: EventWriter) -> None:
     if device.type == "cuda":
         result["peak_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
         result["peak_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
+    # The kernel's high-water mark catches a spike that fell between the parent's samples.
+    result["peak_rss_bytes"] = peak_rss_bytes()
     emit(result)
 
 

@@ -360,10 +360,14 @@ def run_trial(
         if run.warmed_up:
             utilization.sample()
 
-    peak_bytes, tail = _supervise_under_cap(
-        run, cap, lambda used: f"host memory reached {used / 2**20:.0f} MiB, over {cap_name} "
-                               f"of {cap / 2**20:.0f} MiB",
-        timeout_s, on_progress, cancel, sample_utilization)
+    def over_cap_message(used: int) -> str:
+        return (f"host memory reached {used / 2**20:.0f} MiB, over {cap_name} "
+                f"of {cap / 2**20:.0f} MiB")
+
+    peak_bytes, tail = _supervise_under_cap(run, cap, over_cap_message, timeout_s, on_progress,
+                                            cancel, sample_utilization)
+    # The trial's own high-water mark holds a spike that fell between two samples.
+    peak_bytes = max(peak_bytes, int((run.result or {}).get("peak_rss_bytes") or 0))
     kills_after = oom_kills.read()
     memory = _HostMemory(
         peak_bytes=peak_bytes, cap_bytes=cap,
@@ -371,6 +375,10 @@ def run_trial(
         else kills_after - kills_before,
     )
     fields = _outcome(run, memory, tail)
+    if fields["outcome"] == "ok" and peak_bytes > cap:
+        fields = {"exit_code": fields["exit_code"], "outcome": "oom", "error": (
+            f"{over_cap_message(peak_bytes)} (the trial's own high-water mark, reached between "
+            "two samples)")}
     record = TrialRecord.model_validate(fields | {
         "config": config,
         "peak_host_memory_bytes": peak_bytes or None,
