@@ -23,6 +23,7 @@ from autotune.runner import run_trial
 from autotune.space import Config, DeviceInfo
 from autotune.store import TrialRecord
 from autotune.workload import load_workload
+from autotune.workload.builtins._slow_storage import READ_LATENCY_S
 
 PLAN = MeasurePlan(warmup_steps=1, min_steps=5, min_seconds=0.5)
 GPU_UUID = "GPU-5e1f0c3a-8f8e-4b0e-9d1e-2a6c0b7d9e11"
@@ -76,6 +77,20 @@ def test_warm_up_outlasts_the_workers_start_up_backlog(workload_file: Any) -> No
     result = _trial(workload_file("tiny"), config)
     # Two workers queue 2 x 4 batches before the first step; those are not steady state.
     assert result.warmup_steps >= 2 * 4 + 1
+
+
+def test_a_short_window_never_reads_faster_than_the_workers_can_deliver() -> None:
+    # Workers started together deliver a batch each per round. Three steps right after a
+    # round's burst wait for nothing; read as the steady state, with an epoch's start
+    # amortised on top, they reported 2.5-2.9x what the loader can deliver (2026-11-22).
+    workers, batch = 4, 256  # 16 steps an epoch; a worker's batch takes 256 x 4 ms
+    ceiling = workers / READ_LATENCY_S  # samples/s: each worker reads one sample at a time
+    short = MeasurePlan(warmup_steps=2, min_steps=3, min_seconds=1.0)  # the benchmarks' plan
+    result = run_trial("builtin:slow-storage", Config(batch_size=batch, num_workers=workers),
+                       "cpu", short, 120)
+    assert result.outcome == "ok", result.error
+    assert result.steps_per_epoch == 16
+    assert 0.6 * ceiling <= result.samples_per_s <= 1.05 * ceiling, (result.samples_per_s, ceiling)
 
 
 def test_epoch_restart_is_measured_and_amortised(workload_file: Any) -> None:

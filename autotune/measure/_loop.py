@@ -152,7 +152,11 @@ class TrainingLoop:
             batch = next(self._epoch)
             wait = self.clock.loader_s - waited
         except StopIteration:
+            # The last next() of an epoch shuts its workers down (persistent_workers off): that
+            # is part of what the new epoch's first batch waits for.
+            ending = self.clock.loader_s - waited
             batch, wait = self._first_batch()
+            wait += ending
         self.last_wait_s = wait
         self.last_in_epoch_start = self._epoch_step < self.start_steps
         if self.last_in_epoch_start:
@@ -375,6 +379,11 @@ def _measure(
     waits: list[float] = []
     in_epoch_start: list[bool] = []
     copy_before = loop.clock.copy_s
+    # Workers started together deliver in bursts, one batch each per round: the steps past an
+    # epoch's start cover whole rounds, two at least, so their mean wait is the steady state's
+    # whatever the window's phase (three steps right after a burst would wait for nothing).
+    round_steps = max(1, config.num_workers)
+    ordinary_steps = 0
     samples = 0
     start = time.perf_counter()
     last_report = previous = start
@@ -382,6 +391,7 @@ def _measure(
         batch = loop.next_batch()
         waits.append(loop.last_wait_s)
         in_epoch_start.append(loop.last_in_epoch_start)
+        ordinary_steps += not loop.last_in_epoch_start
         started = device_timer.start()
         samples += loop.step(batch)
         device_timer.stop(started)
@@ -389,7 +399,8 @@ def _measure(
         host_steps.append(now - previous)
         previous = now
         elapsed = now - start
-        if len(host_steps) >= plan.min_steps and elapsed >= plan.min_seconds:
+        if (len(host_steps) >= plan.min_steps and elapsed >= plan.min_seconds
+                and ordinary_steps >= 2 * round_steps and ordinary_steps % round_steps == 0):
             break
         if progress is not None and now - last_report >= plan.progress_interval_s:
             last_report = now

@@ -279,6 +279,16 @@ def default_host_memory_cap() -> int:
     return int(DEFAULT_HOST_MEMORY_SHARE * psutil.virtual_memory().available)
 
 
+def _host_cap(memory_budget_bytes: int | None, budget_is_host_memory: bool) -> tuple[int, str]:
+    """The host memory a trial or profile process tree is held to, and its name in messages:
+    the budget where it caps host memory (a CPU device), otherwise the default cap."""
+    if budget_is_host_memory and memory_budget_bytes is not None:
+        return memory_budget_bytes, "the memory budget"
+    return default_host_memory_cap(), (
+        f"the default cap ({DEFAULT_HOST_MEMORY_SHARE:.0%} of the memory available; "
+        "set --max-memory to change it)")
+
+
 def _supervise_under_cap(
     run: _Run,
     cap: int,
@@ -346,11 +356,7 @@ def run_trial(
         "device_memory_budget_bytes": None if budget_is_host_memory else memory_budget_bytes,
     }
     started_at = utcnow()
-    host_budget = memory_budget_bytes if budget_is_host_memory else None
-    cap = host_budget if host_budget is not None else default_host_memory_cap()
-    cap_name = ("the memory budget" if host_budget is not None else
-                f"the default cap ({DEFAULT_HOST_MEMORY_SHARE:.0%} of the memory available; "
-                "set --max-memory to change it)")
+    cap, cap_name = _host_cap(memory_budget_bytes, budget_is_host_memory)
     oom_kills = OomKillCounter.of_this_process()
     kills_before = oom_kills.read()
     run = _start(request)
@@ -455,13 +461,12 @@ def profile_workload(
         "mode": "profile", "workload": workload, "device": device, "plan": asdict(plan),
         "device_memory_budget_bytes": None if budget_is_host_memory else memory_budget_bytes,
     }
-    host_budget = memory_budget_bytes if budget_is_host_memory else None
-    cap = host_budget if host_budget is not None else default_host_memory_cap()
+    cap, cap_name = _host_cap(memory_budget_bytes, budget_is_host_memory)
     run = _start(request)
 
     _, tail = _supervise_under_cap(
         run, cap, lambda used: f"the profile's host memory reached {used / 2**20:.0f} MiB, "
-                               f"over its cap of {cap / 2**20:.0f} MiB",
+                               f"over {cap_name} of {cap / 2**20:.0f} MiB",
         timeout_s, cancel=cancel)
     event = run.result
     if event is not None and event.get("event") == "profile":
