@@ -20,3 +20,5 @@ class WorkloadResults:
     #: The tuner's pick, the grid's best and every alternative, re-measured in one session.
     comparison: Comparison
     quality: QualityOutcome
+    #: The memory budget every trial was held to (the tuner's too).
+    budget_bytes: int | None = None

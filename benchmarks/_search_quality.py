@@ -8,12 +8,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from autotune.predict import predict_configs
 from autotune.space import Config
 from benchmarks._harness import GRID_BEST, TIE, TUNER, Run, WorkloadContext, describe, log
 from benchmarks._report import Section, number, ratio
 
 if TYPE_CHECKING:
     from benchmarks._results import WorkloadResults
+    from benchmarks._tuner import TunerOutcome
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,37 @@ def exhaustive_grid(ctx: WorkloadContext) -> GridOutcome:
     return GridOutcome(configs, runs, wall)
 
 
+def _ranks(values: Sequence[float]) -> np.ndarray:
+    return np.argsort(np.argsort(np.asarray(values)))
+
+
+def prediction_findings(name: str, grid: GridOutcome, tuner: TunerOutcome,
+                        budget_bytes: int | None) -> list[str]:
+    """How well the tuner's profile predicted: its trials (measured / predicted), and its
+    ranking of the whole grid against the grid's measurements (Spearman's rank correlation)."""
+    if tuner.profile is None:
+        return [f"{name}: the tuner measured no profile; no prediction to check."]
+    ratios = [t.samples_per_s / t.predicted_samples_per_s for t in tuner.timings
+              if t.phase != "confirm" and t.samples_per_s and t.predicted_samples_per_s]
+    measured = [grid.value(c) for c in grid.configs]
+    predicted = predict_configs(tuner.profile, grid.configs, budget_bytes).samples_per_s
+    usable = [i for i, (m, p) in enumerate(zip(measured, predicted, strict=True))
+              if m > 0 and np.isfinite(p)]
+    words = [f"{name}: the profile predicted"]
+    if ratios:
+        words.append(f"its {len(ratios)} search trials at measured / predicted "
+                     f"{float(np.median(ratios)):.2f} (median; {min(ratios):.2f}-"
+                     f"{max(ratios):.2f}),")
+    if len(usable) >= 3:
+        rho = float(np.corrcoef(_ranks([measured[i] for i in usable]),
+                                _ranks([float(predicted[i]) for i in usable]))[0, 1])
+        top = grid.configs[max(usable, key=lambda i: float(predicted[i]))]
+        words.append(f"and ranked the grid's {len(usable)} configurations with Spearman's "
+                     f"rho {rho:.2f} against their measurements; its predicted best "
+                     f"({describe(top)}) is number {grid.rank(top)} of the grid")
+    return [" ".join(words) + "."]
+
+
 def section(results: Sequence[WorkloadResults]) -> Section:
     out = Section(
         title="1. Search quality: the tuner against an exhaustive grid",
@@ -109,4 +144,5 @@ def section(results: Sequence[WorkloadResults]) -> Section:
                 f"{result.name}: the tuner's pick matched or beat the grid's single-run best "
                 f"({relative:.2f}x) in {tuner.wall_s / grid.wall_s:.0%} of the grid's wall time."
             )
+        out.findings.extend(prediction_findings(result.name, grid, tuner, result.budget_bytes))
     return out

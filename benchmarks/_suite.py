@@ -33,7 +33,8 @@ def _measure_workload(grid: WorkloadGrid, settings: SuiteSettings,
         quality = _quality.measure_quality(ctx, tuner.config)
     finally:
         db.dispose()
-    results = WorkloadResults(grid.name, grid_outcome, tuner, alternatives, comparison, quality)
+    results = WorkloadResults(grid.name, grid_outcome, tuner, alternatives, comparison, quality,
+                              ctx.budget_bytes)
     return results, ctx
 
 

@@ -8,8 +8,9 @@ from typing import Any
 
 from sqlalchemy import select
 
+from autotune.predict import Profile
 from autotune.space import Config
-from autotune.store import Database, Trial
+from autotune.store import Database, Job, Trial
 from autotune.tuner import create_job, run_job
 from benchmarks._harness import WorkloadContext, describe, log
 
@@ -21,6 +22,9 @@ class TrialTiming:
     phase: str
     duration_s: float
     window_s: float | None
+    #: The trial's measured samples/s (ok and not pruned), and what the profile predicted.
+    samples_per_s: float | None = None
+    predicted_samples_per_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,8 @@ class TunerOutcome:
     counts: dict[str, Any]
     timings: list[TrialTiming]
     verdict: str
+    #: The profile the job measured (None with ``--no-profile`` or when profiling failed).
+    profile: Profile | None = None
 
     @property
     def measured(self) -> int:
@@ -51,7 +57,13 @@ def tune(ctx: WorkloadContext, db: Database, n_trials: int, profile: bool = True
     assert document is not None, f"tuning job {job_id} ended {job.status}: {job.error}"
     with db.session() as session:
         rows = session.scalars(select(Trial).where(Trial.job_id == job_id).order_by(Trial.number))
-        timings = [TrialTiming(r.phase, r.duration_s or 0.0, r.window_s) for r in rows]
+        timings = [TrialTiming(r.phase, r.duration_s or 0.0, r.window_s,
+                               r.samples_per_s if r.outcome == "ok" and not r.pruned else None,
+                               r.predicted_samples_per_s) for r in rows]
+        stored = session.get_one(Job, job_id).profile
+    measured_profile = (Profile.model_validate(stored) if stored and "error" not in stored
+                        else None)
     config = Config.model_validate(document["config"])
     log(f"{ctx.name}: tuner picked {describe(config)} in {wall:.0f} s")
-    return TunerOutcome(config, n_trials, wall, document["trials"], timings, document["verdict"])
+    return TunerOutcome(config, n_trials, wall, document["trials"], timings, document["verdict"],
+                        measured_profile)
