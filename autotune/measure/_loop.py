@@ -31,7 +31,8 @@ ProgressSink = Callable[[dict[str, Any]], None]
 class MeasurePlan:
     """How long to warm up and to measure.
 
-    The timed window is the longer of ``min_steps`` and ``min_seconds``. Warm-up lasts at least
+    The timed window is the longer of ``min_steps`` and ``min_seconds``, and holds whole
+    rounds of the loader's workers (a batch from each), two at least. Warm-up lasts at least
     ``warmup_steps`` and one step per loader worker plus one, then until the batches the
     workers prefetched at start-up are used up and the wait for data has settled (or
     ``max_warmup_s`` has passed).
