@@ -105,6 +105,15 @@ def test_epoch_restart_is_measured_and_amortised(workload_file: Any) -> None:
     assert kept.samples_per_s > 1.5 * fresh.samples_per_s
 
 
+def test_a_short_epoch_is_timed_whole_with_its_start(workload_file: Any) -> None:
+    path = workload_file("slow_worker_start")
+    result = _trial(path, Config(batch_size=64, num_workers=1))
+    assert result.steps_per_epoch == 256 // 64 and result.steps % result.steps_per_epoch == 0
+    # Each epoch starts a worker that sleeps 0.5 s first: 256 samples take longer than that.
+    assert result.samples_per_s < 256 / 0.5
+    assert result.epoch_restart_s >= 0.4
+
+
 # -- 1. the baseline is what the user runs: TF32 left alone unless set ---------------------------
 
 

@@ -32,7 +32,9 @@ class MeasurePlan:
     """How long to warm up and to measure.
 
     The timed window is the longer of ``min_steps`` and ``min_seconds``, and holds whole
-    rounds of the loader's workers (a batch from each), two at least. Warm-up lasts at least
+    rounds of the loader's workers (a batch from each), two at least; an epoch of at most
+    :data:`WHOLE_EPOCH_ROUNDS` rounds (or ``min_steps`` steps) is timed whole, from an epoch's
+    start to an epoch's end. Warm-up lasts at least
     ``warmup_steps`` and one step per loader worker plus one, then until the batches the
     workers prefetched at start-up are used up and the wait for data has settled (or
     ``max_warmup_s`` has passed).
@@ -165,6 +167,11 @@ class TrainingLoop:
         self._epoch_step += 1
         return batch
 
+    @property
+    def at_epoch_end(self) -> bool:
+        """The last batch of an epoch was taken: the next one starts a new epoch."""
+        return self.steps_per_epoch is not None and self._epoch_step >= self.steps_per_epoch
+
     def _first_batch(self) -> tuple[Any, float]:
         started, copied = time.perf_counter(), self.clock.copy_s
         self._epoch = self.training.batches(self.loader, self.clock)
@@ -232,6 +239,18 @@ def compile_phase(loop: TrainingLoop) -> tuple[int, float]:
         if compilations() == before:
             break
     return steps, seconds
+
+
+#: An epoch of at most this many rounds of the workers (a batch from each) is timed whole:
+#: its start is too large a share of it, and too close to its bursts, to be told apart.
+WHOLE_EPOCH_ROUNDS = 4
+
+
+def _times_whole_epochs(loop: TrainingLoop, plan: MeasurePlan, round_steps: int) -> bool:
+    """Short epochs are timed whole, from one epoch's start to another's end, as a run sees
+    them; long ones over a window, with an epoch's start measured apart and amortised."""
+    epoch = loop.steps_per_epoch
+    return epoch is not None and epoch <= max(plan.min_steps, WHOLE_EPOCH_ROUNDS * round_steps)
 
 
 def _startup_backlog(config: Config) -> int:
@@ -384,6 +403,10 @@ def _measure(
     # epoch's start cover whole rounds, two at least, so their mean wait is the steady state's
     # whatever the window's phase (three steps right after a burst would wait for nothing).
     round_steps = max(1, config.num_workers)
+    whole_epochs = _times_whole_epochs(loop, plan, round_steps)
+    while whole_epochs and not loop.at_epoch_end:  # the window starts with an epoch
+        loop.step(loop.next_batch())
+    loop.synchronize()
     ordinary_steps = 0
     samples = 0
     start = time.perf_counter()
@@ -400,8 +423,10 @@ def _measure(
         host_steps.append(now - previous)
         previous = now
         elapsed = now - start
-        if (len(host_steps) >= plan.min_steps and elapsed >= plan.min_seconds
-                and ordinary_steps >= 2 * round_steps and ordinary_steps % round_steps == 0):
+        long_enough = len(host_steps) >= plan.min_steps and elapsed >= plan.min_seconds
+        if long_enough and (loop.at_epoch_end if whole_epochs else
+                            ordinary_steps >= 2 * round_steps
+                            and ordinary_steps % round_steps == 0):
             break
         if progress is not None and now - last_report >= plan.progress_interval_s:
             last_report = now
@@ -413,9 +438,10 @@ def _measure(
     steps = len(host_steps)
     copy_wait = loop.clock.copy_s - copy_before
 
-    # The steps of an epoch's start that fell in the window are counted at an ordinary step's
-    # wait, and the start's extra cost is amortised over a whole epoch instead: a window that
-    # happens to hold an epoch start (or none) reports what a run of whole epochs sees.
+    # Over a window of part of an epoch, the steps of an epoch's start that fell in it are
+    # counted at an ordinary step's wait, and the start's extra cost is amortised over a whole
+    # epoch instead: a window that happens to hold an epoch start (or none) reports what a run
+    # of whole epochs sees. Whole epochs are that already.
     ordinary = [w for w, starting in zip(waits, in_epoch_start, strict=True) if not starting]
     ordinary_wait = statistics.fmean(ordinary) if ordinary else statistics.fmean(waits)
     start_excess = sum(w - ordinary_wait
@@ -424,9 +450,10 @@ def _measure(
     effective, waited = window, sum(waits)
     if loop.steps_per_epoch is not None:
         restart_s = _epoch_restart_s(loop, ordinary_wait)
-        amortised = restart_s * steps / loop.steps_per_epoch
-        effective += amortised - start_excess
-        waited += amortised - start_excess
+        if not whole_epochs:
+            amortised = restart_s * steps / loop.steps_per_epoch
+            effective += amortised - start_excess
+            waited += amortised - start_excess
     step_times = device_timer.step_times_s() or host_steps
     compile_s: float | None = None
     if compiling is not None:
