@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"where to write the report (default: {DEFAULT_OUTPUT} for the "
                              "full run, a file in the temporary folder for --smoke)")
     parser.add_argument("--workload", action="append", default=None,
-                        help="only this built-in workload (repeatable; default: all)")
+                        help="only this workload of the suite (repeatable; default: all)")
     parser.add_argument("--only-quality", action="store_true",
                         help="re-measure section 3 alone (runner against a plain loop) on the "
                              "committed picks and replace it in the report")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import optuna
 
-from autotune.space import Config
+from autotune.space import Config, SearchSpace
 from benchmarks._harness import TIE, TUNER, WorkloadContext, describe, log, run_module
 from benchmarks._report import Section, number, ratio
 from benchmarks._search_quality import GridOutcome
@@ -110,6 +111,76 @@ def random_search(ctx: WorkloadContext, grid: GridOutcome, budget: int, label: s
                        f"{ctx.settings.seed}), each scored by its grid measurement")
 
 
+#: Seeds of the random search at the tuner's wall time.
+RANDOM_SEEDS = (0, 1, 2, 3, 4)
+
+
+@dataclass(frozen=True)
+class RandomDraw:
+    """What Optuna's random sampler found in a wall-time budget, on the grid's measurements."""
+
+    seed: int
+    pick: Config
+    drawn: int
+    spent_s: float
+
+
+def random_within(space: SearchSpace, grid: GridOutcome, wall_s: float, seed: int) -> RandomDraw:
+    """Optuna's ``RandomSampler(seed)`` draws distinct configurations of ``space``, each costing
+    the duration of its grid trial process, until the next would take the time spent past
+    ``wall_s`` (one is always drawn); its pick is the draw with the best grid measurement.
+
+    A repeated draw costs nothing and is told its known value (random sampling ignores it).
+    """
+    study = optuna.create_study(direction="maximize",
+                                sampler=optuna.samplers.RandomSampler(seed=seed))
+    seen: dict[str, Config] = {}
+    spent = 0.0
+    for _ in range(_MAX_ASKS):
+        if len(seen) == len(grid.configs):
+            break
+        trial = study.ask()
+        config = space.suggest(trial)
+        study.tell(trial, grid.value(config))
+        if config.key() in seen:
+            continue
+        cost = grid.runs[config.key()].duration_s
+        if seen and spent + cost > wall_s:
+            break
+        seen[config.key()] = config
+        spent += cost
+    return RandomDraw(seed, max(seen.values(), key=grid.value), len(seen), spent)
+
+
+def random_at_wall_time(ctx: WorkloadContext, grid: GridOutcome,
+                        wall_s: float) -> list[RandomDraw]:
+    space = ctx.space()
+    return [random_within(space, grid, wall_s, seed) for seed in RANDOM_SEEDS]
+
+
+def random_findings(result: WorkloadResults) -> list[str]:
+    """The tuner's pick against random search at its wall time, seed by seed, both scored by
+    their grid measurement (one footing: single fresh-process runs of the same grid)."""
+    if not result.random_draws:
+        return []
+    tuner_value = result.grid.value(result.tuner.config)
+    if not tuner_value:
+        return [f"{result.name}: the tuner's pick has no grid measurement; no random comparison."]
+    ratios = [tuner_value / v if (v := result.grid.value(d.pick)) else float("inf")
+              for d in result.random_draws]
+    median = statistics.median(ratios)
+    seeds = "; ".join(f"seed {d.seed}: {d.drawn} configs in {d.spent_s:.0f} s, "
+                      f"{describe(d.pick)} {number(result.grid.value(d.pick))}/s, {r:.2f}x"
+                      for d, r in zip(result.random_draws, ratios, strict=True))
+    verdict = ("met" if median >= 1.0 else "**NOT met: random search did better**")
+    return [f"{result.name}: against Optuna's random sampler at the tuner's wall time "
+            f"({result.tuner.wall_s:.0f} s of grid trial processes), {len(ratios)} seeds, "
+            f"scored on the grid's single measurements (the tuner's pick "
+            f"{describe(result.tuner.config)}: {number(tuner_value)}/s): tuner / random "
+            f"median {median:.2f}x (target >= 1.00x: {verdict}; clear win >= 1.05x: "
+            f"{'yes' if median >= 1.05 else 'no'}); {seeds}."]
+
+
 def plain_search(outcome: TunerOutcome) -> Alternative:
     """The tuner itself without its profile (``--no-profile``): what the profile adds."""
     return Alternative("autotune --no-profile", outcome.config,
@@ -167,6 +238,8 @@ def section(results: Sequence[WorkloadResults]) -> Section:
                     f"({describe(alternative.config)}) by {100 * (relative - 1):.0f}%, {how}"
                     f"{outside}."
                 )
+    for result in results:
+        out.findings.extend(random_findings(result))
     at_limit = [r.name for r in results if any(a.at_limit for a in r.alternatives)]
     if at_limit:
         out.findings.append(

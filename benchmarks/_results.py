@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchmarks._alternatives import Alternative
+from benchmarks._alternatives import Alternative, RandomDraw
 from benchmarks._harness import Comparison
 from benchmarks._quality import QualityOutcome
 from benchmarks._search_quality import GridOutcome
@@ -22,3 +22,5 @@ class WorkloadResults:
     quality: QualityOutcome
     #: The memory budget every trial was held to (the tuner's too).
     budget_bytes: int | None = None
+    #: Optuna's random sampler given the tuner's wall time, one draw per seed.
+    random_draws: tuple[RandomDraw, ...] = ()

@@ -99,6 +99,24 @@ def prediction_findings(name: str, grid: GridOutcome, tuner: TunerOutcome,
     return [" ".join(words) + "."]
 
 
+#: Issue 8's targets: the pick reaches this share of the grid's best ...
+TARGET_OF_BEST = 0.95
+#: ... in at most this share of the grid's wall time.
+TARGET_WALL_SHARE = 0.25
+
+
+def target_finding(name: str, relative: float | None, wall_share: float) -> str:
+    """Whether the pick met both targets, each said as met or not met with its figure."""
+    def met(ok: bool) -> str:
+        return "met" if ok else "**NOT met**"
+
+    quality = ("no ratio" if relative is None
+               else f"{relative:.2f}x, {met(relative >= TARGET_OF_BEST)}")
+    return (f"{name}: targets >= {TARGET_OF_BEST:.2f}x the grid's best: {quality}; <= "
+            f"{TARGET_WALL_SHARE:.0%} of the grid's wall time: {wall_share:.0%}, "
+            f"{met(wall_share <= TARGET_WALL_SHARE)}.")
+
+
 def section(results: Sequence[WorkloadResults]) -> Section:
     out = Section(
         title="1. Search quality: the tuner against an exhaustive grid",
@@ -128,6 +146,7 @@ def section(results: Sequence[WorkloadResults]) -> Section:
             ratio(comparison.relative(TUNER, GRID_BEST)),
         ])
         relative = comparison.relative(TUNER, GRID_BEST)
+        out.findings.append(target_finding(result.name, relative, tuner.wall_s / grid.wall_s))
         if relative is None:
             out.findings.append(f"{result.name}: a pick failed when re-measured; no ratio.")
         elif relative < 1.0 - TIE:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from autotune.measure import MeasurePlan
 from autotune.space import Config
 
+#: Workload files of the suite's own making, each built to mislead a rule of thumb.
+WORKLOAD_FILES = Path(__file__).resolve().parent / "workloads"
+
 
 @dataclass(frozen=True)
 class WorkloadGrid:
-    """One built-in workload and the reduced space that the grid and the tuner both search."""
+    """One workload and the reduced space that the grid and the tuner both search."""
 
     name: str
     batch_sizes: tuple[int, ...]
@@ -19,10 +23,12 @@ class WorkloadGrid:
     amp: tuple[str, ...]
     #: Search trials the tuner may measure (its confirmation runs come on top).
     tuner_trials: int
+    #: A workload file in ``benchmarks/workloads/``; None for the built-in called ``name``.
+    file: str | None = None
 
     @property
     def workload(self) -> str:
-        return f"builtin:{self.name}"
+        return str(WORKLOAD_FILES / self.file) if self.file else f"builtin:{self.name}"
 
     @property
     def grid_size(self) -> int:
@@ -83,6 +89,13 @@ FULL = SuiteSettings(
         WorkloadGrid("slow-storage", _CPU_BATCHES, _CPU_WORKERS, _CPU_AMP, tuner_trials=10),
         WorkloadGrid("image-cnn", _CPU_BATCHES, _CPU_WORKERS, _CPU_AMP, tuner_trials=10),
         WorkloadGrid("text-transformer", (16, 32, 64), (0, 2), _CPU_AMP, tuner_trials=4),
+        # Built to mislead (benchmarks/workloads/): the best worker count far above the cores;
+        # larger batches slower per sample and bf16 slower than fp32. Trial budgets in the
+        # built-ins' proportion (a quarter of the grid).
+        WorkloadGrid("many-workers", _CPU_BATCHES, (0, 2, 8, 24, 48), ("off",), tuner_trials=5,
+                     file="many_workers.py"),
+        WorkloadGrid("big-batch", (32, 64, 128, 256, 512, 1024), (0, 2), _CPU_AMP,
+                     tuner_trials=6, file="big_batch.py"),
     ),
     plan=MeasurePlan(warmup_steps=2, min_steps=3, min_seconds=1.0),
     max_memory="4GiB",

@@ -25,6 +25,7 @@ def _measure_workload(grid: WorkloadGrid, settings: SuiteSettings,
         tuner = tune(ctx, db, grid.tuner_trials)
         alternatives = _alternatives.find_alternatives(ctx, grid_outcome, grid.tuner_trials,
                                                        tuner.measured)
+        random_draws = _alternatives.random_at_wall_time(ctx, grid_outcome, tuner.wall_s)
         alternatives.append(_alternatives.plain_search(tune(ctx, db, grid.tuner_trials,
                                                             profile=False)))
         configs = {TUNER: tuner.config, GRID_BEST: grid_outcome.best()}
@@ -34,7 +35,7 @@ def _measure_workload(grid: WorkloadGrid, settings: SuiteSettings,
     finally:
         db.dispose()
     results = WorkloadResults(grid.name, grid_outcome, tuner, alternatives, comparison, quality,
-                              ctx.budget_bytes)
+                              ctx.budget_bytes, tuple(random_draws))
     return results, ctx
 
 
@@ -79,7 +80,8 @@ def run_quality_only(settings: SuiteSettings, output: Path,
     """Re-measure section 3 alone on the committed picks and replace it in ``output``."""
     started = time.monotonic()
     load_before = os.getloadavg()[0]
-    grids = [g for g in settings.grids if not workloads or g.name in workloads]
+    grids = [g for g in settings.grids if (not workloads or g.name in workloads)
+             and g.name in COMMITTED_PICKS]
     qualities = []
     for grid in grids:
         ctx = WorkloadContext.open(grid, settings)
