@@ -114,6 +114,16 @@ class JobPublic(BaseModel):
     heartbeat_at: Timestamp
 
 
+class JobDetailPublic(JobPublic):
+    """One job, read by its id: also its profile (left out of the job list, which stays small)."""
+
+    profile: dict[str, Any] | None = Field(default=None, description=(
+        "What the step alone (per batch size and precision) and the loader alone (per worker "
+        "count) reached before the search, and the memory model: the shape of the "
+        "recommendation's `profile`. Null for a job run without a profile, or before it has "
+        "one."))
+
+
 class JobsPublic(BaseModel):
     data: list[JobPublic]
     count: int = Field(description="Jobs matching the filter, on every page.")

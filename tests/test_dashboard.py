@@ -155,7 +155,7 @@ def test_job_page_draws_each_plot_with_one_point_per_trial(
     expect(page.locator("#diagnosis")).to_have_text(recommendation["diagnosis"])
     exports = page.locator("#recommendation details pre").first.inner_text()
     assert exports.strip().startswith("{") and '"batch_size"' in exports
-    assert page.locator("#capacity").is_hidden()  # no profile until issue 8's search exists
+    assert page.locator("#capacity").is_hidden()  # a --no-profile job
     screenshot(page, tmp_path, "job-page.png")
 
 

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from autotune import service
 from autotune.errors import WorkloadError
+from autotune.predict import public_profile
 from autotune.service import WorkloadCatalog
 from autotune.store import Job
 from autotune.tuner import TuneOptions, create_job
@@ -18,6 +19,7 @@ from ..deps import CatalogDep, DatabaseDep, SessionDep, SettingsDep, WriteSessio
 from ..schemas import (
     ErrorPublic,
     JobCreate,
+    JobDetailPublic,
     JobPublic,
     JobsPublic,
     JobStatus,
@@ -52,18 +54,26 @@ def job_public(
     }, from_attributes=True)
 
 
+def job_detail(
+    job: Job, progress: service.Progress, catalog: WorkloadCatalog, live: dict[str, int]
+) -> JobDetailPublic:
+    """One job, as the single-job answers show it: also its profile."""
+    public = job_public(job, progress, catalog, live)
+    return JobDetailPublic(**public.model_dump(), profile=public_profile(job.profile))
+
+
 def _live(session: Session, settings: Settings) -> dict[str, int]:
     return service.live_device_classes(session, settings.heartbeat_timeout_s)
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic, responses={
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobDetailPublic, responses={
     400: {"model": ErrorPublic, "description": "The body is not UTF-8 text."},
     413: {"model": ErrorPublic, "description": "The body is larger than the server allows."},
 })
 def submit_job(
     body: JobCreate, response: Response, database: DatabaseDep, catalog: CatalogDep,
     settings: SettingsDep,
-) -> JobPublic:
+) -> JobDetailPublic:
     """Queue a tuning job; a worker picks it up. Poll the ``Location`` for its progress."""
     try:
         entry = catalog.resolve(body.workload)
@@ -77,7 +87,7 @@ def submit_job(
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     with database.session() as session:
         job = service.get_job(session, job_id)
-        return job_public(job, service.progress(session, [job])[job_id], catalog,
+        return job_detail(job, service.progress(session, [job])[job_id], catalog,
                           _live(session, settings))
 
 
@@ -100,14 +110,14 @@ def list_jobs(
     )
 
 
-@router.get("/{job_id}", response_model=JobPublic, responses=NOT_FOUND)
+@router.get("/{job_id}", response_model=JobDetailPublic, responses=NOT_FOUND)
 def read_job(
     job_id: JobId, session: SessionDep, catalog: CatalogDep, settings: SettingsDep
-) -> JobPublic:
+) -> JobDetailPublic:
     """Status, progress (trials done of the budget, best so far), timestamps and error; for a
-    queued job no live worker can take, ``waiting_for`` says why."""
+    queued job no live worker can take, ``waiting_for`` says why; the profile once measured."""
     job = service.get_job(session, job_id)
-    return job_public(job, service.progress(session, [job])[job_id], catalog,
+    return job_detail(job, service.progress(session, [job])[job_id], catalog,
                       _live(session, settings))
 
 
@@ -137,15 +147,15 @@ def read_recommendation(job_id: JobId, session: SessionDep) -> dict[str, Any]:
 @router.post(
     "/{job_id}/cancel",
     status_code=status.HTTP_202_ACCEPTED,
-    response_model=JobPublic,
+    response_model=JobDetailPublic,
     responses={**NOT_FOUND, 409: {"model": ErrorPublic,
                                   "description": "The job already succeeded or failed."}},
 )
 def cancel_job(
     job_id: JobId, session: WriteSessionDep, catalog: CatalogDep, settings: SettingsDep
-) -> JobPublic:
+) -> JobDetailPublic:
     """Cancel a job: a queued one at once; a running one stops its trial within seconds."""
     job = service.request_cancel(session, job_id)
-    return job_public(job, service.progress(session, [job])[job_id], catalog,
+    return job_detail(job, service.progress(session, [job])[job_id], catalog,
                       _live(session, settings))
 

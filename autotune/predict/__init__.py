@@ -13,7 +13,7 @@ from autotune.predict._predict import (
     predict_space,
     ranking,
 )
-from autotune.predict._profile import LoaderPoint, MemoryModel, Profile, StepPoint
+from autotune.predict._profile import LoaderPoint, MemoryModel, Profile, StepPoint, public_profile
 
 __all__ = [
     "BOUNDS",
@@ -22,6 +22,7 @@ __all__ = [
     "MemoryModel",
     "Predictions",
     "Profile",
+    "public_profile",
     "StepPoint",
     "predict_columns",
     "predict_configs",

@@ -7,6 +7,7 @@ the job, and read by :mod:`autotune.predict._predict` to predict every configura
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -153,3 +154,8 @@ class Profile(BaseModel):
             "extra_workers": list(self.extra_workers),
             "duration_s": self.duration_s,
         }
+
+
+def public_profile(stored: dict[str, Any] | None) -> dict[str, object] | None:
+    """A job's stored profile as the recommendation JSON and the API show it; None without."""
+    return Profile.model_validate(stored).public_dict() if stored else None

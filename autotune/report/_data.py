@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from autotune import service
+from autotune.predict import public_profile
 from autotune.store import Trial, TrialRecord
 
 #: Trials read per query; a page of this size keeps memory flat for long jobs.
@@ -66,6 +67,7 @@ def job_page_data(session: Session, job_id: int) -> dict[str, Any]:
             "device": job.device,
             "device_class": job.device_class,
             "measurement_set": job.measurement_set,
+            "profile": public_profile(job.profile),
             **{name: _plain(getattr(job, name))
                for name in ("created_at", "started_at", "finished_at")},
         },

@@ -323,10 +323,67 @@
     });
   }
 
-  // Issue 8's profile-guided search will add the step and loader capacity curves to the job;
-  // until a job carries them this section stays hidden.
-  function renderCapacity(data) {
-    document.getElementById("capacity").hidden = !data.profile;
+  // The profile: what the step alone and the loader alone reach, the two ceilings of every
+  // configuration, with the measured trials under them; and how well it predicted each trial.
+  // A job without a profile (--no-profile) hides the section.
+  const profileOf = (data) => data.job.profile || (data.recommendation || {}).profile || null;
+
+  function renderCapacity(data, trials) {
+    const profile = profileOf(data);
+    document.getElementById("capacity").hidden = !profile;
+    if (!profile) return;
+    const steps = [];
+    const ran = profile.step.filter((p) => p.samples_per_s != null);
+    for (const [name, group] of groupBy(ran, (p) => `${p.amp}${p.channels_last ? ", channels_last" : ""}`)) {
+      steps.push({
+        type: "scatter", mode: "lines+markers", name: `step alone, amp ${name}`, meta: "step",
+        x: group.map((p) => p.batch_size), y: group.map((p) => p.samples_per_s),
+        hovertemplate: "step alone: %{y:,.1f} samples/s at batch %{x}<extra></extra>",
+        line: { color: PRECISION_COLOURS[group[0].amp] || "#7f7f7f",
+                dash: group[0].channels_last ? "dot" : "solid" },
+      });
+    }
+    const loaderBest = profile.loader.reduce(
+      (best, p) => (best && best.samples_per_s >= p.samples_per_s ? best : p), null);
+    const batches = ran.map((p) => p.batch_size);
+    if (loaderBest && batches.length) {
+      steps.push({
+        type: "scatter", mode: "lines", name: `loader alone, best (${loaderBest.num_workers} workers)`,
+        meta: "loader-best", x: [Math.min(...batches), Math.max(...batches)],
+        y: [loaderBest.samples_per_s, loaderBest.samples_per_s],
+        hovertemplate: "loader alone: %{y:,.1f} samples/s<extra></extra>",
+        line: { color: "#8c564b", dash: "dash" },
+      });
+    }
+    const points = trials.filter((t) => measured(t) && (t.config || {}).batch_size != null);
+    draw("plot-capacity", [...steps, ...byPrecision(points, (t) => t.config.batch_size,
+                                                    (t) => t.samples_per_s)], {
+      xaxis: { title: { text: "batch size" }, type: "log", dtick: Math.log10(2) },
+      yaxis: { title: { text: "samples/s" }, rangemode: "tozero" },
+    });
+    draw("plot-loader", [{
+      type: "scatter", mode: "lines+markers", name: "loader alone", meta: "loader",
+      x: profile.loader.map((p) => p.num_workers), y: profile.loader.map((p) => p.samples_per_s),
+      hovertemplate: "loader alone: %{y:,.1f} samples/s with %{x} workers<extra></extra>",
+      line: { color: "#8c564b" },
+    }], {
+      xaxis: { title: { text: "DataLoader workers" } },
+      yaxis: { title: { text: `samples/s (batch ${profile.loader_batch_size})` }, rangemode: "tozero" },
+    });
+    const predicted = trials.filter((t) => measured(t) && t.predicted_samples_per_s != null);
+    const top = Math.max(0, ...predicted.flatMap((t) => [t.samples_per_s, t.predicted_samples_per_s]));
+    draw("plot-predicted", [
+      { type: "scatter", mode: "lines", name: "measured = predicted", x: [0, top], y: [0, top],
+        line: { color: "#aaa", dash: "dot" }, hoverinfo: "skip" },
+      { type: "scatter", mode: "markers", name: "trials", meta: "predicted",
+        x: predicted.map((t) => t.predicted_samples_per_s), y: predicted.map((t) => t.samples_per_s),
+        text: predicted.map(hoverOf),
+        hovertemplate: "predicted %{x:,.1f}, measured %{y:,.1f} samples/s<br>%{text}<extra></extra>",
+        marker: { color: predicted.map((t) => PRECISION_COLOURS[precisionOf(t)] || "#7f7f7f"), size: 9 } },
+    ], {
+      xaxis: { title: { text: "predicted samples/s" }, rangemode: "tozero" },
+      yaxis: { title: { text: "measured samples/s" }, rangemode: "tozero" },
+    });
   }
 
   const TRIAL_COLUMNS = [
@@ -393,7 +450,7 @@
     renderHistory(current);
     renderKnobPlots(current, data.recommendation);
     renderMemory(current, data.recommendation, data.job);
-    renderCapacity(data);
+    renderCapacity(data, current);
     tableState.currentSet = currentSet(data.job);
     renderTable(data.trials);
     body.dataset.trials = String(data.trials.length);
