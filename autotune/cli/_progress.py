@@ -127,6 +127,13 @@ def summary_table(document: dict[str, Any]) -> Table:
     table.add_column("baseline", justify="right")
     table.add_column("recommended", justify="right")
     base, best = document["baseline"]["metrics"], document["metrics"]
+    # A third answer when the recommendation changes the effective batch and a configuration
+    # other than the baseline keeps it: the drop-in change.
+    same = document.get("same_effective_batch") or {}
+    keep = (same["metrics"] if document.get("batch_change") and not same.get("is_baseline")
+            and not same.get("same_as_recommendation") else None)
+    if keep is not None:
+        table.add_column(f"keeps batch {same['effective_batch']}", justify="right")
 
     def fmt(value: Any, kind: str) -> str:
         if value is None:
@@ -135,7 +142,8 @@ def summary_table(document: dict[str, Any]) -> Table:
                 "frac": f"{value:.0%}"}[kind]
 
     table.add_row("config", describe_config(document["baseline"]["config"]),
-                  describe_config(document["config"]))
+                  describe_config(document["config"]),
+                  *([describe_config(same["config"])] if keep is not None else []))
     for label, key, kind in (
         ("samples/s (median)", "samples_per_s", "speed"),
         ("samples/s over the run", "run_samples_per_s", "speed"),
@@ -145,5 +153,6 @@ def summary_table(document: dict[str, Any]) -> Table:
         ("peak host memory", "peak_host_memory_bytes", "mem"),
         ("waiting for data", "data_wait_fraction", "frac"),
     ):
-        table.add_row(label, fmt(base.get(key), kind), fmt(best.get(key), kind))
+        table.add_row(label, fmt(base.get(key), kind), fmt(best.get(key), kind),
+                      *([fmt(keep.get(key), kind)] if keep is not None else []))
     return table

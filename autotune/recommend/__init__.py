@@ -1,6 +1,7 @@
 """Confirming the best candidates, the recommendation JSON, its exports and applying it."""
 
 from autotune.recommend._apply import Recommendation, load_recommendation
+from autotune.recommend._batch import keeping_effective_batch, learning_rate_advice
 from autotune.recommend._confirm import (
     CandidateRuns,
     Confirmation,
@@ -18,6 +19,8 @@ from autotune.recommend._export import exports
 from autotune.recommend._schema import SCHEMA, validate_recommendation
 
 __all__ = [
+    "keeping_effective_batch",
+    "learning_rate_advice",
     "SCHEMA",
     "CandidateRuns",
     "Confirmation",

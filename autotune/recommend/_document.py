@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from autotune.predict import Profile
+from autotune.recommend._batch import batch_answers, batch_sentence
 from autotune.recommend._confirm import CandidateRuns, Confirmation
 from autotune.recommend._diagnosis import TrialView, diagnose
 from autotune.recommend._export import exports
@@ -85,17 +86,24 @@ def build_document(
     job_id: int,
     run: dict[str, Any] | None = None,
     profile: Profile | None = None,
+    optimizer: str = "",
+    effective_batch_forced: bool = False,
 ) -> dict[str, Any]:
     """The recommendation document (schema ``autotune.recommendation/v1``).
 
     ``run`` is the run length the candidates were ranked for (``samples``, ``epochs`` or
-    ``steps``); ``speedup`` is over that run, compile time included.
+    ``steps``); ``speedup`` is over that run, compile time included. ``optimizer`` (the
+    workload's optimizer class) picks the learning-rate advice when the recommendation changes
+    the effective batch; ``effective_batch_forced``: the search held it (``--effective-batch``).
     """
     winner, baseline = confirmation.winner, confirmation.baseline
     diagnosis = diagnose(
         _view(baseline), _view(winner), [TrialView.of(run) for run in search_runs], device,
         memory_limited, profile,
     )
+    same_batch, batch_change = batch_answers(confirmation, optimizer, effective_batch_forced,
+                                             _metrics)
+    diagnosis += batch_sentence(same_batch, batch_change, baseline.config.public_dict())
     ratios = confirmation.paired_ratios
     return {
         "schema": SCHEMA,
@@ -106,6 +114,10 @@ def build_document(
         "baseline": {"config": baseline.config.public_dict(), "metrics": _metrics(baseline)},
         "speedup": confirmation.speedup,
         "run": run,
+        # The fastest configuration that keeps the baseline's effective batch (a drop-in
+        # change), and how the recommendation changes it (null when it keeps it).
+        "same_effective_batch": same_batch,
+        "batch_change": batch_change,
         "speedup_spread": {"min": min(ratios), "max": max(ratios)} if ratios else None,
         "within_noise": confirmation.within_noise,
         "verdict": speedup_sentence(confirmation) + compile_sentence(confirmation),

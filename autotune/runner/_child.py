@@ -37,7 +37,7 @@ from autotune.measure import (
 from autotune.measure import profile as profile_workload
 from autotune.runner._protocol import RESULT_FD_ENV, EventWriter
 from autotune.space import Config, WorkloadInfo
-from autotune.workload import load_workload
+from autotune.workload import Workload, load_workload
 
 _OOM_PHRASES = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
@@ -76,6 +76,15 @@ def _device(request: dict[str, Any]) -> torch.device:
                           "GPU that nvidia-smi lists") from None
 
 
+def _optimizer_name(workload: Workload) -> str:
+    """The class name of the optimizer the workload builds (on one throwaway parameter); empty
+    when it cannot be built that way."""
+    try:
+        return type(workload.optimizer([torch.nn.Parameter(torch.zeros(1))])).__name__
+    except Exception:
+        return ""
+
+
 def probe(request: dict[str, Any], emit: EventWriter) -> None:
     device = _device(request)
     workload = load_workload(request["workload"])
@@ -96,6 +105,7 @@ def probe(request: dict[str, Any], emit: EventWriter) -> None:
         input_batch_ndim=ndim,
         batch_size=workload.batch_size,
         idle_host_memory_bytes=psutil.Process().memory_info().rss,
+        optimizer=_optimizer_name(workload),
     )
     emit({
         "event": "probe",

@@ -67,3 +67,6 @@ class WorkloadInfo(BaseModel):
     batch_size: int
     #: Host memory of a process that has built the model and read one batch (bytes).
     idle_host_memory_bytes: int = 0
+    #: The class name of the workload's optimizer (e.g. ``AdamW``): it picks the learning-rate
+    #: advice when a recommendation changes the effective batch; empty when it is unknown.
+    optimizer: str = ""

@@ -19,6 +19,7 @@ from autotune.recommend import (
     Confirmation,
     build_document,
     confirm,
+    keeping_effective_batch,
     pick_candidates,
 )
 from autotune.runner import (
@@ -329,7 +330,9 @@ class _JobRun:
         typical = statistics.median(self.durations) if self.durations else 10.0
         # A confirmation run lasts a search trial plus its longer window (at least).
         longer = max(0.0, self.confirm_plan.min_seconds - self.plan.min_seconds)
-        return (typical + longer) * (self.options.confirm_top + 1) * self.options.confirm_rounds
+        # The top candidates, the baseline, and the fastest that keeps the effective batch.
+        entries = self.options.confirm_top + 1 + (self.options.effective_batch is None)
+        return (typical + longer) * entries * self.options.confirm_rounds
 
     def _out_of_time(self) -> bool:
         if self.cancel.is_set():
@@ -467,6 +470,12 @@ class _JobRun:
         baseline = space.baseline()
         candidates = pick_candidates(searched, baseline, self.options.confirm_top,
                                      self.run_samples)
+        # The fastest that keeps the user's effective batch is confirmed too, so the
+        # recommendation can give it beside the fastest overall (unless the search held it).
+        keeping = (None if self.options.effective_batch is not None
+                   else keeping_effective_batch(searched, baseline, self.run_samples))
+        if keeping is not None and keeping.key() not in {c.key() for c in candidates}:
+            candidates.append(keeping)
         if not candidates and not any(m.usable for m in searched):
             raise NoFeasibleConfigError(self._nothing_usable_message(searched))
         confirmation = self._confirm(baseline, candidates, confirm_rows)
@@ -489,6 +498,8 @@ class _JobRun:
             job_id=self.job_id,
             run=self._run_length(),
             profile=self.predictor.profile if self.predictor is not None else None,
+            optimizer=self.probe.workload.optimizer,
+            effective_batch_forced=self.options.effective_batch is not None,
         )
 
     def _run_length(self) -> dict[str, Any]:
