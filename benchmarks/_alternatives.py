@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import optuna
 
+from autotune.search import suggest_config
 from autotune.space import Config, SearchSpace
 from benchmarks._harness import TIE, TUNER, WorkloadContext, describe, log, run_module
 from benchmarks._report import Section, number, ratio
@@ -102,7 +103,7 @@ def random_search(ctx: WorkloadContext, grid: GridOutcome, budget: int, label: s
         if len(seen) >= budget:
             break
         trial = study.ask()
-        config = space.suggest(trial)
+        config = suggest_config(space, trial)
         study.tell(trial, grid.value(config))
         seen.setdefault(config.key(), config)
     pick = max(seen.values(), key=grid.value)
@@ -140,7 +141,7 @@ def random_within(space: SearchSpace, grid: GridOutcome, wall_s: float, seed: in
         if len(seen) == len(grid.configs):
             break
         trial = study.ask()
-        config = space.suggest(trial)
+        config = suggest_config(space, trial)
         study.tell(trial, grid.value(config))
         if config.key() in seen:
             continue

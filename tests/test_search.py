@@ -20,6 +20,7 @@ from autotune.search import (
     Observation,
     SearchState,
     clearly_slow,
+    config_from_params,
     enqueue_candidates,
     enqueue_first_trials,
     fail_interrupted_trials,
@@ -28,6 +29,7 @@ from autotune.search import (
     ordinal_params,
     run_search,
     study_name_for,
+    suggest_config,
 )
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo
 from autotune.store import Trial, open_database
@@ -168,7 +170,7 @@ def test_a_duplicate_is_closed_as_failed_and_each_measurement_is_told_once() -> 
     duplicates = [t for t in trials if "duplicate_of" in t.user_attrs]
     assert duplicates, "the sampler never proposed a configuration twice; the test proves nothing"
     for trial in duplicates:
-        key = space.config_from_params(trial.params).key()
+        key = config_from_params(space, trial.params).key()
         assert trial.user_attrs["duplicate_of"] == key
         assert key in state.values
         # FAIL, not PRUNED: TPE reads COMPLETE and PRUNED trials only (a pruned one as a poor
@@ -176,10 +178,10 @@ def test_a_duplicate_is_closed_as_failed_and_each_measurement_is_told_once() -> 
         assert trial.state == TrialState.FAIL and trial.value is None
     # Every measured configuration is one COMPLETE value in the study, that measurement's.
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
-    told = [space.config_from_params(t.params).key() for t in complete]
+    told = [config_from_params(space, t.params).key() for t in complete]
     assert sorted(told) == sorted(measure.keys)
     for trial in complete:
-        assert trial.value == state.values[space.config_from_params(trial.params).key()]
+        assert trial.value == state.values[config_from_params(space, trial.params).key()]
 
 
 def test_an_infeasible_configuration_is_told_as_pruned_once() -> None:
@@ -191,7 +193,7 @@ def test_an_infeasible_configuration_is_told_as_pruned_once() -> None:
     state.infeasible.add(Config(batch_size=256))
     run_search(study, space, state, FakeMeasure(), 3)  # 3 of 6 configurations are ruled out
     skipped = [t for t in study.get_trials(deepcopy=False) if "skipped" in t.user_attrs]
-    keys = [space.config_from_params(t.params).key() for t in skipped]
+    keys = [config_from_params(space, t.params).key() for t in skipped]
     assert keys and len(keys) == len(set(keys)) == state.skipped
     assert all(t.state == TrialState.PRUNED for t in skipped)
     repeats = [t for t in study.get_trials(deepcopy=False)
@@ -376,7 +378,7 @@ def test_enqueue_candidates_on_a_resumed_study_queues_nothing_twice(tmp_path: Pa
     study = open_study(url, 1, space, 20, 0)  # a new process resumes the job
     assert enqueue_candidates(study, space, prior, "predicted") == []
     waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-    assert [space.config_from_params(t.system_attrs["fixed_params"]) for t in waiting] == [
+    assert [config_from_params(space, t.system_attrs["fixed_params"]) for t in waiting] == [
         prior[1]]
 
 
@@ -444,7 +446,7 @@ def test_a_study_created_with_categorical_params_resumes(tmp_path: Path, n_trial
     study = open_study(url, 1, space, n_trials, 0)
     assert not ordinal_params(study)  # it keeps the parameters its trials have
     stale = fail_interrupted_trials(study)
-    assert [space.config_from_params(t.params).key() for t in stale] == [interrupted]
+    assert [config_from_params(space, t.params).key() for t in stale] == [interrupted]
     retried = interrupted not in state.values
     if retried:  # as the job does
         study.enqueue_trial(stale[0].params, user_attrs={"phase": "search"})
@@ -513,7 +515,7 @@ def test_fail_interrupted_trials_closes_running_ones() -> None:
     enqueue_first_trials(study, space)
     run_search(study, space, SearchState(InfeasibleSet()), FakeMeasure(), 2)
     running = study.ask()
-    space.suggest(running)
+    suggest_config(space, running)
     assert [t.number for t in study.get_trials(states=(TrialState.RUNNING,))] == [running.number]
 
     stale = fail_interrupted_trials(study)

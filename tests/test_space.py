@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from autotune.errors import ConfigError
+from autotune.search import config_from_params, params_of, suggest_config
 from autotune.space import (
     KNOBS,
     Config,
@@ -214,9 +215,9 @@ def test_suggest_covers_exactly_the_enumerated_space(ordinal: bool) -> None:
     seen: list[str] = []
 
     def objective(trial: optuna.Trial) -> float:
-        config = space.suggest(trial, ordinal)
+        config = suggest_config(space, trial, ordinal)
         assert space.contains(config)
-        assert space.config_from_params(space.params_of(config, ordinal)) == config
+        assert config_from_params(space, params_of(space, config, ordinal)) == config
         seen.append(config.key())
         return 0.0
 
@@ -239,19 +240,19 @@ def test_ordered_knobs_index_their_own_values_ascending() -> None:
     assert space.ordered_values("batch_size") == (64, 128, 256)
     assert space.ordered_values("amp") is None and space.ordered_values("pin_memory") is None
     config = Config(batch_size=128, num_workers=24, prefetch_factor=4)
-    params = space.params_of(config)
+    params = params_of(space, config)
     assert params["num_workers_index"] == 3 and params["batch_size_index"] == 1
     assert params["prefetch_factor_index"] == KNOBS["prefetch_factor"].values.index(4)
-    assert space.config_from_params(params) == config.normalized()
+    assert config_from_params(space, params) == config.normalized()
     # A study written before ordered knobs names the values themselves.
-    assert space.config_from_params({"batch_size": 128, "num_workers": 24,
+    assert config_from_params(space, {"batch_size": 128, "num_workers": 24,
                                      "prefetch_factor": 4}) == config.normalized()
 
 
 def test_an_index_outside_the_space_is_refused_in_one_sentence() -> None:
     space = SearchSpace(CPU, TOKENS, ranges={"batch_size": "64,128"})
     with pytest.raises(ConfigError, match=r"batch_size_index=5 lies outside this job's 2 values"):
-        space.config_from_params({"batch_size_index": 5})
+        config_from_params(space, {"batch_size_index": 5})
 
 
 _SMALL = st.fixed_dictionaries({
@@ -278,10 +279,10 @@ def test_every_configuration_round_trips_through_its_params(drawn: dict[str, Any
     assert len(configs) == len({c.key() for c in configs}) == space.size()
     for config in configs:
         for ordinal in (True, False):
-            params = space.params_of(config, ordinal)
-            assert space.config_from_params(params) == config
+            params = params_of(space, config, ordinal)
+            assert config_from_params(space, params) == config
             # What suggest asks for, answered with these params, is the same configuration.
-            assert space.suggest(optuna.trial.FixedTrial(params), ordinal) == config
+            assert suggest_config(space, optuna.trial.FixedTrial(params), ordinal) == config
 
 
 # -- --fix values ----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The Optuna study: sampler, queued configurations, pruning rule, dedupe and infeasibility."""
 
 from autotune.search._feasibility import InfeasibleSet, needs_at_least_as_much_memory
+from autotune.search._params import config_from_params, params_of, suggest_config
 from autotune.search._pruner import clearly_slow, completed_values
 from autotune.search._search import (
     MeasureFn,
@@ -22,6 +23,7 @@ __all__ = [
     "SearchState",
     "clearly_slow",
     "completed_values",
+    "config_from_params",
     "enqueue_candidates",
     "enqueue_first_trials",
     "fail_interrupted_trials",
@@ -31,6 +33,8 @@ __all__ = [
     "off_grid_baseline",
     "open_study",
     "ordinal_params",
+    "params_of",
     "run_search",
     "study_name_for",
+    "suggest_config",
 ]

@@ -10,6 +10,7 @@ import optuna
 from optuna.trial import TrialState
 
 from autotune.search._feasibility import InfeasibleSet
+from autotune.search._params import config_from_params, params_of, suggest_config
 from autotune.search._study import ordinal_params
 from autotune.space import Config, SearchSpace
 
@@ -74,7 +75,7 @@ def enqueue_candidates(
         The configurations queued.
     """
     ordinal = ordinal_params(study, space)
-    known = {space.config_from_params(params).key()
+    known = {config_from_params(space, params).key()
              for t in study.get_trials(deepcopy=False)
              if (params := _trial_params(t)) or not space.searched}  # a trial just asked has none
     if state is not None:
@@ -86,7 +87,7 @@ def enqueue_candidates(
             continue
         if state is not None and state.infeasible.reason(config) is not None:
             continue
-        study.enqueue_trial(space.params_of(config, ordinal), user_attrs={"phase": phase})
+        study.enqueue_trial(params_of(space, config, ordinal), user_attrs={"phase": phase})
         known.add(config.key())
         queued.append(config)
     return queued
@@ -166,10 +167,10 @@ def run_search(
             if untried is None:
                 state.exhausted = True
                 break
-            study.enqueue_trial(space.params_of(untried, ordinal), user_attrs={"phase": "search"})
+            study.enqueue_trial(params_of(space, untried, ordinal), user_attrs={"phase": "search"})
             fruitless = 0
         trial = study.ask()
-        config = space.suggest(trial, ordinal)
+        config = suggest_config(space, trial, ordinal)
         phase = str(trial.user_attrs.get("phase", "search"))
         key = config.key()
         if key in state.values or key in state.skipped_keys:

@@ -7,7 +7,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import optuna
 from pydantic import ValidationError
 
 from autotune.errors import ConfigError, first_validation_error
@@ -32,11 +31,6 @@ MIN_STEPS_PER_EPOCH = 8
 _NUMERIC_KNOBS = ("batch_size", "num_workers", "prefetch_factor")
 #: Knobs whose values are ordered numbers: searched as an index into their ascending values.
 ORDINAL_KNOBS = _NUMERIC_KNOBS
-
-
-def index_param(name: str) -> str:
-    """The Optuna parameter of an ordered knob: the index into its ascending values."""
-    return f"{name}_index"
 
 
 def parse_assignments(items: Iterable[str], option: str) -> dict[str, str]:
@@ -310,68 +304,6 @@ class SearchSpace:
         ):
             return None
         return tuple(sorted(values))
-
-    def _suggest_knob(self, trial: optuna.trial.BaseTrial, name: str, ordinal: bool) -> Any:
-        ordered = self.ordered_values(name) if ordinal else None
-        if ordered is None:
-            return trial.suggest_categorical(name, list(self.choices[name]))
-        return ordered[trial.suggest_int(index_param(name), 0, len(ordered) - 1)]
-
-    def suggest(self, trial: optuna.trial.BaseTrial, ordinal: bool = True) -> Config:
-        """Ask an Optuna trial for one configuration of this space.
-
-        An ordered numeric knob (batch size, workers, prefetch) is asked as an integer index
-        into its ascending values, so that the sampler knows 256 lies between 128 and 512;
-        ``ordinal=False`` asks every knob as categories, as studies created before did.
-        """
-        values: dict[str, Any] = {}
-        for name in self.searched:
-            if not KNOBS[name].needs_workers:
-                values[name] = self._suggest_knob(trial, name, ordinal)
-        if values.get("num_workers", self.choices["num_workers"][0]) > 0:
-            for name in self.searched:
-                if KNOBS[name].needs_workers:
-                    values[name] = self._suggest_knob(trial, name, ordinal)
-        return self.config_from(values)
-
-    def _param_of(self, name: str, value: Any, ordinal: bool) -> tuple[str, Any]:
-        ordered = self.ordered_values(name) if ordinal else None
-        if ordered is None:
-            return name, value
-        return index_param(name), ordered.index(value)
-
-    def params_of(self, config: Config, ordinal: bool = True) -> dict[str, Any]:
-        """The Optuna parameters that :meth:`suggest` turns into ``config`` (for enqueueing it).
-
-        ``config`` must lie in the space (see :meth:`contains`).
-        """
-        data = config.normalized().model_dump()
-        names = [n for n in self.searched if config.num_workers > 0 or not KNOBS[n].needs_workers]
-        return dict(self._param_of(name, data[name], ordinal) for name in names)
-
-    def config_from_params(self, params: Mapping[str, Any]) -> Config:
-        """The configuration of an Optuna trial's parameters, ordinal or categorical.
-
-        Raises :class:`ConfigError` when an index lies outside this space's values: the study
-        was made for another space.
-        """
-        values: dict[str, Any] = {}
-        for name in self.searched:
-            if name in params:
-                values[name] = params[name]
-                continue
-            ordered = self.ordered_values(name)
-            index = params.get(index_param(name))
-            if index is None or ordered is None:
-                continue
-            if not 0 <= index < len(ordered):
-                raise ConfigError(
-                    f"the study's {index_param(name)}={index} lies outside this job's "
-                    f"{len(ordered)} values of {name}: the search space changed since the "
-                    "study was created; submit a new job instead of resuming this one"
-                )
-            values[name] = ordered[index]
-        return self.config_from(values)
 
     def contains(self, config: Config) -> bool:
         data = config.normalized().model_dump()

@@ -35,6 +35,7 @@ from autotune.search import (
     SearchState,
     clearly_slow,
     completed_values,
+    config_from_params,
     enqueue_candidates,
     enqueue_first_trials,
     fail_interrupted_trials,
@@ -234,7 +235,7 @@ class _JobRun:
                 state.infeasible.add(record.config)
         retried = {r.config_key for r in rows if r.interrupted}
         for frozen in fail_interrupted_trials(study):
-            config = space.config_from_params(frozen.params)
+            config = config_from_params(space, frozen.params)
             phase = str(frozen.user_attrs.get("phase", "search"))
             self._store_interrupted(config, phase, frozen.number)
             if config.key() not in retried and config.key() not in state.values:
