@@ -277,6 +277,60 @@ def test_should_stop_ends_the_search() -> None:
 # -- exhaustive search -----------------------------------------------------------------------
 
 
+@dataclass
+class PlateauMeasure(FakeMeasure):
+    """A landscape where only ``peak`` is fast; everything else reads within 1% of 100."""
+
+    peak: Config | None = None
+
+    def __call__(self, config: Config, phase: str, trial: optuna.Trial) -> Observation:
+        value = 200.0 if config == self.peak else 100.0 + len(self.calls) % 2
+        self.calls.append((config, phase, Observation(value)))
+        return Observation(value)
+
+
+def test_patience_ends_a_converged_search_after_the_queued_configurations() -> None:
+    space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "32..128", "num_workers": "0,1,2,4"})
+    peak = Config(batch_size=64, num_workers=4, prefetch_factor=4)
+    study = new_study(space, 30)
+    enqueue_first_trials(study, space)  # the baseline and the checklist
+    state = SearchState(InfeasibleSet())
+    enqueue_candidates(study, space, [Config(batch_size=32, num_workers=1), peak], "predicted",
+                       state)
+    measure = PlateauMeasure(peak=peak)
+    run_search(study, space, state, measure, 30, patience=5)
+    # The four queued ones first (the peak last of them), then five that gained nothing.
+    assert [c for c, _, _ in measure.calls][3] == peak
+    assert state.measured == 4 + 5 and state.converged
+    assert state.end_reason(30) == "converged"
+
+    # Without patience the same search measures its whole budget.
+    study = new_study(space, 30, seed=1)
+    enqueue_first_trials(study, space)
+    state = SearchState(InfeasibleSet())
+    run_search(study, space, state, PlateauMeasure(peak=peak), 12)
+    assert state.measured == 12 and not state.converged and state.end_reason(12) == "budget"
+
+
+def test_patience_waits_for_every_queued_configuration_and_counts_gains_above_noise() -> None:
+    space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "32..128", "num_workers": "0,1,2,4"})
+    study = new_study(space, 30)
+    queued = [Config(batch_size=b, num_workers=w) for b in (32, 64, 128) for w in (1, 2)]
+    state = SearchState(InfeasibleSet())
+    enqueue_candidates(study, space, queued, "predicted", state)
+    measure = PlateauMeasure()
+    run_search(study, space, state, measure, 30, patience=2)
+    # Six queued configurations are all measured although two were enough to converge.
+    assert [c for c, _, _ in measure.calls][:6] == [c.normalized() for c in queued]
+    assert state.measured == 6 and state.converged
+
+    # A gain of 1% is noise; one of 10% starts the count again.
+    state = SearchState(InfeasibleSet())
+    for value in (100.0, 101.0, 110.0, 111.0):
+        state.remember(Config(batch_size=int(value)), Observation(value))
+    assert state.best == 111.0 and state.since_improvement == 1
+
+
 def test_make_sampler_brute_force_only_when_the_space_fits() -> None:
     space = SearchSpace(CPU, TOKENS, fixed={"amp": "off"},
                         ranges={"batch_size": "16,32", "num_workers": "0,2"})

@@ -21,7 +21,7 @@ from autotune.measure import MeasurePlan
 from autotune.space import check_knob_settings, parse_assignments
 from autotune.store import Database, Job, TrialRecord, open_database
 from autotune.tuner import TuneOptions, bench, create_job, read_config, run_job
-from autotune.tuner._options import DEFAULT_COMPILE_TIMEOUT_S
+from autotune.tuner._options import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_PATIENCE
 from autotune.workload import builtin_names, parse_ref
 
 app = typer.Typer(
@@ -110,7 +110,12 @@ def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
 def run(
     workload: Annotated[str, typer.Argument(
         help="path/to/file.py[:FUNCTION], package.module:FUNCTION or builtin:NAME.")],
-    trials: Annotated[int, typer.Option(help="Configurations to measure in the search.")] = 20,
+    trials: Annotated[int, typer.Option(
+        help="Most configurations to measure in the search.")] = 20,
+    patience: Annotated[int, typer.Option(
+        help="End the search sooner once this many measurements in a row gain nothing above "
+             "2% (after the baseline, checklist and predicted seeds); 0: measure all --trials."
+    )] = DEFAULT_PATIENCE,
     out: Annotated[Path, typer.Option(help="Where to write the recommendation JSON.")] = Path(
         "autotune-best.json"),
     db: DbOption = None,
@@ -167,7 +172,7 @@ def run(
         effective_batch=effective_batch, device=device, seed=seed, warmup_steps=warmup_steps,
         min_steps=min_steps, min_seconds=min_seconds, confirm_top=confirm_top,
         confirm_rounds=confirm_rounds, confirm_seconds=confirm_seconds, prune=prune,
-        epochs=epochs, steps=steps, compile_timeout_s=compile_timeout,
+        patience=patience, epochs=epochs, steps=steps, compile_timeout_s=compile_timeout,
         on_new_hardware=on_new_hardware or "fresh",
         profile=profile, profile_seconds=profile_seconds,
     )
@@ -180,7 +185,7 @@ def run(
     else:
         job_id = create_job(database, options, status="running")
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-    from autotune.cli._progress import RichReporter, summary_table
+    from autotune.cli._progress import RichReporter, search_ending, summary_table
 
     try:
         finished = run_job(database, job_id, RichReporter(console))
@@ -196,7 +201,8 @@ def run(
     console.print(f"[bold]diagnosis[/]: {document['diagnosis']}")
     counts = document["trials"]
     console.print(f"trials: {counts['total']} measured, {counts['ok']} ok, {counts['failed']} "
-                  f"failed, {counts['skipped_infeasible']} skipped as infeasible")
+                  f"failed, {counts['skipped_infeasible']} skipped as infeasible"
+                  f"{search_ending(counts)}")
     _write_json(out, document)
     console.print(f"wrote {out}")
     console.print(report_hint(job_id, db), soft_wrap=True)  # one line, to copy

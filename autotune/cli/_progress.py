@@ -120,6 +120,19 @@ class RichReporter(Reporter):
         self.progress.stop()
 
 
+def search_ending(counts: dict[str, Any]) -> str:
+    """Why the search measured fewer configurations than its budget, for the trials line."""
+    ended, budget = counts.get("search_ended"), counts.get("search_budget")
+    if ended == "converged":
+        return (f"; the search converged before its budget of {budget} (the last measurements "
+                "gained nothing above 2%; --patience 0 measures them all)")
+    if ended == "exhausted":
+        return "; the search tried every configuration it could"
+    if ended == "stopped":
+        return f"; the search stopped before its budget of {budget} (the time budget)"
+    return ""
+
+
 def summary_table(document: dict[str, Any]) -> Table:
     """Baseline against the recommendation, side by side."""
     table = Table(title=f"{document['workload']} on {document['device']['name']}")

@@ -69,6 +69,8 @@ OPTIONAL: dict[str, str] = {
     "profile.step": _LIST,
     "profile.loader": _LIST,
     "profile.memory": _LIST,
+    "trials.search_budget": _INT,
+    "trials.search_ended": _STR,
 }
 
 _MISSING = object()

@@ -16,6 +16,9 @@ from autotune.space import Config, SearchSpace
 
 #: Asks in a row that produce nothing new before an untried configuration is queued.
 FRUITLESS_ASKS_BEFORE_NUDGE = 20
+#: A measurement improves on the best only when it beats it by more than this share: smaller
+#: gains are within a trial's run-to-run spread, and would keep a converged search going.
+MIN_IMPROVEMENT = 0.02
 
 
 @dataclass(frozen=True)
@@ -42,14 +45,36 @@ class SearchState:
     measured: int = 0
     skipped: int = 0
     exhausted: bool = False
+    #: The search stopped before its budget: ``patience`` measurements in a row improved
+    #: nothing (see :func:`run_search`).
+    converged: bool = False
     #: Configurations skipped as infeasible (told to the study once, as pruned).
     skipped_keys: set[str] = field(default_factory=set)
+    #: The best complete measurement so far, and the measurements since one improved on the
+    #: one before by more than :data:`MIN_IMPROVEMENT`.
+    best: float = 0.0
+    since_improvement: int = 0
 
     def remember(self, config: Config, observation: Observation) -> None:
         self.values[config.key()] = observation.value
         self.measured += 1
         if observation.out_of_memory:
             self.infeasible.add(config)
+        if not observation.pruned and observation.value > self.best * (1 + MIN_IMPROVEMENT):
+            self.since_improvement = 0
+        else:
+            self.since_improvement += 1
+        if not observation.pruned:
+            self.best = max(self.best, observation.value)
+
+    def end_reason(self, budget: int) -> str:
+        """Why the search ended: ``budget``, ``converged``, ``exhausted`` (nothing left to
+        try) or ``stopped`` (a time budget or a cancel came first)."""
+        if self.converged:
+            return "converged"
+        if self.exhausted:
+            return "exhausted"
+        return "budget" if self.measured >= budget else "stopped"
 
 
 def _trial_params(trial: optuna.trial.FrozenTrial) -> dict[str, object]:
@@ -125,6 +150,10 @@ def fail_interrupted_trials(study: optuna.Study) -> list[optuna.trial.FrozenTria
     return stale
 
 
+def _queued(study: optuna.Study) -> bool:
+    return bool(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+
 def _untried_feasible(space: SearchSpace, state: SearchState, seed: int) -> Config | None:
     """An untried configuration not known to be infeasible, picked at random (seeded)."""
     configs = [
@@ -143,8 +172,14 @@ def run_search(
     on_skip: SkipFn | None = None,
     should_stop: Callable[[], bool] | None = None,
     seed: int = 0,
+    patience: int = 0,
 ) -> SearchState:
     """Measure configurations until ``n_trials`` have been measured (resumed ones included).
+
+    With ``patience``, the search ends sooner once every queued configuration (baseline,
+    checklist, predicted seeds) has been measured and the last ``patience`` measurements
+    improved nothing by more than :data:`MIN_IMPROVEMENT` (``state.converged``): the rest of
+    the budget would mostly re-measure the noise around a settled best. 0: the whole budget.
 
     A configuration already measured is never measured again, and the study is told each
     measurement once: a repeated proposal is closed as failed (``duplicate_of`` names what it
@@ -161,6 +196,9 @@ def run_search(
             break
         if getattr(study.sampler, "exhausted", False):
             state.exhausted = True
+            break
+        if patience and state.since_improvement >= patience and not _queued(study):
+            state.converged = True
             break
         if fruitless >= FRUITLESS_ASKS_BEFORE_NUDGE:
             untried = _untried_feasible(space, state, seed)

@@ -226,13 +226,11 @@ class _JobRun:
                 Trial.job_id == self.job_id, Trial.measurement_set == self.measurement_set)))
             session.expunge_all()
         searched = [r for r in rows if r.phase != "confirm" and not r.interrupted]
-        for row in searched:
+        for row in sorted(searched, key=lambda r: r.number):
             record = TrialRecord.model_validate(row)
             value = record.samples_per_s_over(self.run_samples) if record.usable else None
-            state.values[row.config_key] = value or 0.0
-            state.measured += 1
-            if record.ran_out_of_memory:
-                state.infeasible.add(record.config)
+            state.remember(record.config, Observation(
+                value or 0.0, pruned=record.pruned, out_of_memory=record.ran_out_of_memory))
         retried = {r.config_key for r in rows if r.interrupted}
         for frozen in fail_interrupted_trials(study):
             config = config_from_params(space, frozen.params)
@@ -385,7 +383,7 @@ class _JobRun:
         run_search(
             study, space, state, self._search_observation, self.options.n_trials,
             on_skip=self.reporter.trial_skipped, should_stop=self._out_of_time,
-            seed=self.options.seed,
+            seed=self.options.seed, patience=self.options.patience,
         )
         if self.cancel.is_set():
             raise JobCancelled
@@ -534,6 +532,8 @@ class _JobRun:
                 "pruned": sum(1 for r in rows if r.pruned),
                 "confirm": sum(1 for r in rows if r.phase == "confirm"),
                 "skipped_infeasible": state.skipped,
+                "search_budget": self.options.n_trials,
+                "search_ended": state.end_reason(self.options.n_trials),
                 "by_outcome": dict(by_outcome),
             }
 

@@ -34,6 +34,10 @@ MAX_TIME_BUDGET_S = 7 * 24 * 3600.0
 #: Seconds a trial that compiles may take beyond ``trial_timeout_s`` by default: inductor's
 #: max-autotune on a large model takes minutes.
 DEFAULT_COMPILE_TIMEOUT_S = 900.0
+#: Measurements in a row without a gain above the noise after which the search has converged.
+#: Six: after the queued configurations, TPE's next proposals lie around the best; six that
+#: gain nothing mean the budget's rest would mostly re-measure the noise around it.
+DEFAULT_PATIENCE = 6
 
 
 def parse_memory(value: str | int, device_total_bytes: int) -> int:
@@ -90,6 +94,9 @@ class TuneOptions(BaseModel):
     #: Shortest timed window of a confirmation run; None: CONFIRM_WINDOW_FACTOR x min_seconds.
     confirm_seconds: float | None = Field(default=None, ge=0, le=3600)
     prune: bool = True
+    #: End the search before ``n_trials`` once every queued configuration is measured and
+    #: this many measurements in a row improved on the best by no more than 2%; 0: never.
+    patience: int = Field(default=DEFAULT_PATIENCE, ge=0, le=MAX_TRIALS)
     #: The length of the run the recommendation is for, which torch.compile's time is charged
     #: against: epochs of the dataset (one when neither is given), or optimizer steps at the
     #: baseline's batch (the same samples whichever batch size a configuration uses).
