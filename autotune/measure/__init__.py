@@ -12,7 +12,11 @@ from autotune.measure._fingerprint import (
     fingerprint_differences,
     resolve_device,
 )
-from autotune.measure._host_memory import TreeMemorySampler, peak_rss_bytes, tree_memory_bytes
+from autotune.measure._host_memory import (
+    TreeMemorySampler,
+    peak_proportional_bytes,
+    tree_memory_bytes,
+)
 from autotune.measure._loop import (
     MeasurePlan,
     NonFiniteLoss,
@@ -62,7 +66,7 @@ __all__ = [
     "input_batch_ndim",
     "measure",
     "nvml_devices",
-    "peak_rss_bytes",
+    "peak_proportional_bytes",
     "profile",
     "resolve_device",
     "returned_loss",

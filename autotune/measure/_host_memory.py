@@ -21,6 +21,18 @@ MIN_INTERVAL_S = 0.25
 PROCESS_LIST_TTL_S = 2.0
 
 
+def _rollup_kib(pid: int | str, names: tuple[str, ...]) -> dict[str, int]:
+    values: dict[str, int] = {}
+    with contextlib.suppress(OSError, ValueError, IndexError), open(
+        f"/proc/{pid}/smaps_rollup"
+    ) as rollup:
+        for line in rollup:
+            name, _, rest = line.partition(":")
+            if name in names:
+                values[name] = int(rest.split()[0]) * 1024
+    return values
+
+
 def process_pss_bytes(pid: int) -> int:
     """Proportional set size of one process (shared pages split between their users).
 
@@ -46,15 +58,7 @@ def process_shared_pss_bytes(pid: int) -> int:
     forked: added to the trial's own PSS, those pages count in full, as in a trial that
     imported everything itself. 0 where ``smaps_rollup`` cannot be read.
     """
-    values: dict[str, int] = {}
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as rollup:
-            for line in rollup:
-                name, _, rest = line.partition(":")
-                if name in ("Pss", "Private_Clean", "Private_Dirty"):
-                    values[name] = int(rest.split()[0]) * 1024
-    except (OSError, ValueError, IndexError):
-        return 0
+    values = _rollup_kib(pid, ("Pss", "Private_Clean", "Private_Dirty"))
     if "Pss" not in values:
         return 0
     return max(0, values["Pss"] - values.get("Private_Clean", 0) - values.get("Private_Dirty", 0))
@@ -71,14 +75,30 @@ def peak_rss_bytes() -> int:
     """The process's high-water resident memory (since the last :func:`reset_peak_rss`).
 
     The kernel keeps it, so it holds spikes that fall between a sampler's readings. Its shared
-    pages count in full: for the main process of a trial, never more than the PSS summed over
-    the trial's tree (and the share of a fork server's pages it maps).
+    pages count in full (see :func:`peak_proportional_bytes` to compare it with PSS).
     """
     with contextlib.suppress(OSError), open("/proc/self/status") as status:
         for line in status:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
+
+
+def peak_proportional_bytes() -> int:
+    """The process's high-water mark counted as PSS counts memory, to compare with the
+    sampler's PSS readings.
+
+    The kernel's high-water mark (:func:`peak_rss_bytes`) counts every shared page in full:
+    the torch libraries mapped by the tuner too, the pages a fork server shares. Less what
+    shared pages over-count now (RSS less PSS: imports and libraries, which do not change
+    during a trial), it keeps a spike of the process's own memory that fell between two
+    samples without reading a trial started one way higher than one started another.
+    """
+    peak = peak_rss_bytes()
+    now = _rollup_kib("self", ("Rss", "Pss"))
+    if "Rss" not in now or "Pss" not in now:
+        return peak
+    return max(0, peak - max(0, now["Rss"] - now["Pss"]))
 
 
 def tree_pids(root_pid: int) -> list[int]:

@@ -31,7 +31,7 @@ from autotune.measure import (
     fingerprint,
     input_batch_ndim,
     measure,
-    peak_rss_bytes,
+    peak_proportional_bytes,
     resolve_device,
 )
 from autotune.measure import profile as profile_workload
@@ -153,7 +153,7 @@ def trial(request: dict[str, Any], emit: EventWriter) -> None:
         result["peak_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
         result["peak_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
     # The kernel's high-water mark catches a spike that fell between the parent's samples.
-    result["peak_rss_bytes"] = peak_rss_bytes()
+    result["peak_proportional_bytes"] = peak_proportional_bytes()
     emit(result)
 
 

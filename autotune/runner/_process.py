@@ -373,7 +373,7 @@ def run_trial(
     peak_bytes, tail = _supervise_under_cap(run, cap, over_cap_message, timeout_s, on_progress,
                                             cancel, sample_utilization)
     # The trial's own high-water mark holds a spike that fell between two samples.
-    peak_bytes = max(peak_bytes, int((run.result or {}).get("peak_rss_bytes") or 0))
+    peak_bytes = max(peak_bytes, int((run.result or {}).get("peak_proportional_bytes") or 0))
     kills_after = oom_kills.read()
     memory = _HostMemory(
         peak_bytes=peak_bytes, cap_bytes=cap,
