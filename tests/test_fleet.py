@@ -123,7 +123,11 @@ def test_a_paused_worker_that_lost_its_lease_writes_nothing_when_it_wakes(
                          HEARTBEAT_TIMEOUT_S * 4, "the second worker to take the job over")
             finally:
                 os.kill(paused.pid, signal.SIGCONT)
-            job = wait_for(lambda: finished(http, job_id), 300, "the job to finish")
+            try:
+                job = wait_for(lambda: finished(http, job_id), 300, "the job to finish")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; the job: {http.get(f'/v1/jobs/{job_id}').json()}"
+                                     f"\n{service.logs()}") from None
             assert job["status"] == "succeeded", (job["error"], service.logs())
             assert job["attempts"] == 2
     finally:
