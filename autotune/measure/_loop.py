@@ -150,14 +150,14 @@ class TrainingLoop:
 
     def next_batch(self) -> Any:
         """The next batch on the device, starting a new epoch when one ends."""
-        waited = self.clock.loader_s
+        waited = self._exposed_loader_s()
         try:
             batch = next(self._epoch)
-            wait = self.clock.loader_s - waited
+            wait = self._exposed_loader_s() - waited
         except StopIteration:
             # The last next() of an epoch shuts its workers down (persistent_workers off): that
             # is part of what the new epoch's first batch waits for.
-            ending = self.clock.loader_s - waited
+            ending = self._exposed_loader_s() - waited
             batch, wait = self._first_batch()
             wait += ending
         self.last_wait_s = wait
@@ -172,8 +172,13 @@ class TrainingLoop:
         """The last batch of an epoch was taken: the next one starts a new epoch."""
         return self.steps_per_epoch is not None and self._epoch_step >= self.steps_per_epoch
 
+    def _exposed_loader_s(self) -> float:
+        """Loader time so far that did not overlap the device's queued work."""
+        return self.clock.loader_s - self.clock.overlapped_s
+
     def _first_batch(self) -> tuple[Any, float]:
-        started, copied = time.perf_counter(), self.clock.copy_s
+        started = time.perf_counter()
+        copied, overlapped = self.clock.copy_s, self.clock.overlapped_s
         self._epoch = self.training.batches(self.loader, self.clock)
         try:
             batch = next(self._epoch)
@@ -183,7 +188,8 @@ class TrainingLoop:
             ) from None
         self._epoch_step = 0
         self.epoch_start_waits.append([])
-        return batch, time.perf_counter() - started - (self.clock.copy_s - copied)
+        return batch, (time.perf_counter() - started - (self.clock.copy_s - copied)
+                       - (self.clock.overlapped_s - overlapped))
 
     def start_new_epoch(self) -> None:
         """End the current epoch early: the next batch starts a new one."""
@@ -353,6 +359,10 @@ class _DeviceTimer:
         event.record()
         self._pairs.append((started, event))
 
+    def busy(self) -> bool:
+        """The device is still working on the last step timed (a query, no synchronisation)."""
+        return bool(self._pairs) and not self._pairs[-1][1].query()
+
     def step_times_s(self) -> list[float]:
         """Device time of each step; call after synchronising."""
         return [start.elapsed_time(end) / 1000 for start, end in self._pairs]
@@ -395,6 +405,8 @@ def _measure(
         progress({"event": "warmed_up", "warmup_steps": warmup})
 
     device_timer = _DeviceTimer(device)
+    if device_timer.enabled:
+        loop.clock.device_busy = device_timer.busy
     host_steps: list[float] = []
     waits: list[float] = []
     in_epoch_start: list[bool] = []
@@ -434,6 +446,7 @@ def _measure(
                       "samples_per_s": samples / elapsed})
     loop.synchronize()
     window = time.perf_counter() - start
+    loop.clock.device_busy = None
     loop.check_finite()
     steps = len(host_steps)
     copy_wait = loop.clock.copy_s - copy_before
