@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,18 +34,23 @@ TOKENS = WorkloadInfo(name="tokens", dataset_length=100_000, input_batch_ndim=2,
 
 def make_profile(step_rates: dict[int, float], loader_rates: dict[int, float],
                  device_type: str = "cpu", per_sample_bytes: float = 0.0,
-                 step_cores: float = 1.0, loader_cpu: float = 1e-4) -> Profile:
+                 step_cores: float = 1.0, loader_cpu: float = 1e-4,
+                 dataset_length: int | None = None,
+                 restart_s_per_worker: float | None = None) -> Profile:
     step = [StepPoint(batch_size=b, amp="off", samples_per_s=r,
                       cpu_cores=step_cores if device_type == "cpu" else None,
                       peak_memory_bytes=int(2**28 + per_sample_bytes * b))
             for b, r in step_rates.items()]
     loader = [LoaderPoint(num_workers=w, samples_per_s=r, cpu_s_per_sample=loader_cpu,
-                          main_cpu_s_per_batch=1e-5 if w else None)
+                          main_cpu_s_per_batch=1e-5 if w else None,
+                          restart_s=(restart_s_per_worker * w
+                                     if w and restart_s_per_worker is not None else None))
               for w, r in loader_rates.items()]
     memory = MemoryModel.fit("off", False, [(p.batch_size, p.peak_memory_bytes or 0)
                                             for p in step])
     return Profile(device_type=device_type, cpu_count=2, step=step, loader=loader,
-                   memory=[memory] if memory else [], loader_batch_size=32, sample_bytes=1024)
+                   memory=[memory] if memory else [], loader_batch_size=32, sample_bytes=1024,
+                   dataset_length=dataset_length)
 
 
 def small_space(ranges: dict[str, str], fixed: dict[str, object] | None = None) -> SearchSpace:
@@ -69,15 +75,23 @@ def test_columns_of_a_space_are_its_configurations_in_order() -> None:
                            min_size=1),
     batch=st.sampled_from([8, 16, 24, 32, 48, 64, 96, 128]),
     workers=st.sampled_from([0, 1, 2, 3, 4, 6, 8, 12, 16]),
+    dataset_length=st.sampled_from([None, 100, 1000, 100_000]),
+    persistent=st.booleans(),
 )
 def test_a_prediction_never_exceeds_the_step_alone_nor_the_loader_alone(
-    step: dict[int, float], loader: dict[int, float], batch: int, workers: int
+    step: dict[int, float], loader: dict[int, float], batch: int, workers: int,
+    dataset_length: int | None, persistent: bool,
 ) -> None:
-    profile = make_profile(step, loader)
-    config = Config(batch_size=batch, num_workers=workers)
+    def profile_of(steps: dict[int, float], loaders: dict[int, float]) -> Profile:
+        return make_profile(steps, loaders, dataset_length=dataset_length,
+                            restart_s_per_worker=0.01)
+
+    profile = profile_of(step, loader)
+    config = Config(batch_size=batch, num_workers=workers,
+                    persistent_workers=persistent and workers > 0)
     predicted = float(predict_configs(profile, [config]).samples_per_s[0])
-    step_only = make_profile(step, {w: 1e12 for w in loader})
-    loader_only = make_profile({b: 1e12 for b in step}, loader)
+    step_only = profile_of(step, {w: 1e12 for w in loader})
+    loader_only = profile_of({b: 1e12 for b in step}, loader)
     # Each bound alone (the other made free) is at least the prediction with both.
     assert predicted <= float(predict_configs(step_only, [config]).samples_per_s[0]) * (1 + 1e-9)
     assert predicted <= float(predict_configs(loader_only, [config]).samples_per_s[0]) * (
@@ -98,6 +112,55 @@ def test_a_faster_loader_never_lowers_a_prediction(loader: dict[int, float],
     fast = predict_space(make_profile({8: 500.0, 64: 4000.0},
                                       {w: r * factor for w, r in loader.items()}), space)
     assert np.all(fast.samples_per_s >= slow.samples_per_s * (1 - 1e-9))
+
+
+#: A loader whose every read waits 15 ms on storage and holds no CPU: its samples/s grow with
+#: the workers, and one worker takes 15 ms per sample whatever the others do.
+READ_S = 0.015
+WAITING_READS = {w: max(1, w) / READ_S for w in (0, 1, 2, 4, 8, 16, 32, 64, 128)}
+
+
+def _predicted(profile: Profile, batch_size: int, num_workers: int,
+               persistent_workers: bool = False) -> float:
+    config = Config(batch_size=batch_size, num_workers=num_workers,
+                    persistent_workers=persistent_workers)
+    return float(predict_configs(profile, [config]).samples_per_s[0])
+
+
+def test_workers_beyond_an_epochs_batches_have_nothing_to_do() -> None:
+    # 4,096 samples: batch 256 makes 16 batches, so 64 workers keep only 16 busy.
+    profile = make_profile({32: 1e6, 256: 1e6}, WAITING_READS, dataset_length=4096)
+    big = _predicted(profile, batch_size=256, num_workers=64, persistent_workers=True)
+    assert big == pytest.approx(4096 / (256 * READ_S), rel=0.05)
+    assert big == pytest.approx(
+        _predicted(profile, batch_size=256, num_workers=16, persistent_workers=True), rel=0.01)
+    # Batch 32 makes 128 batches: two full rounds of the 64 workers.
+    small = _predicted(profile, batch_size=32, num_workers=64, persistent_workers=True)
+    assert small == pytest.approx(4096 / (2 * 32 * READ_S), rel=0.05)
+    # Without epochs (a dataset of unknown length) the two look alike.
+    endless = make_profile({32: 1e6, 256: 1e6}, WAITING_READS)
+    assert _predicted(endless, batch_size=256, num_workers=64) == pytest.approx(
+        _predicted(endless, batch_size=32, num_workers=64), rel=0.01)
+
+
+def test_an_epochs_last_round_takes_as_long_as_a_full_one() -> None:
+    # 128 batches of 32: 128 workers deliver them in one round, 127 need a second for the last.
+    profile = make_profile({32: 1e6}, WAITING_READS, dataset_length=4096)
+    one_round = _predicted(profile, batch_size=32, num_workers=128, persistent_workers=True)
+    two_rounds = _predicted(profile, batch_size=32, num_workers=127, persistent_workers=True)
+    assert two_rounds == pytest.approx(one_round / 2, rel=0.05)
+
+
+def test_without_persistent_workers_each_epoch_starts_them_again() -> None:
+    restart = 0.02  # seconds to start and stop one worker
+    profile = make_profile({32: 1e6}, WAITING_READS, dataset_length=4096,
+                           restart_s_per_worker=restart)
+    kept = _predicted(profile, batch_size=32, num_workers=64, persistent_workers=True)
+    restarted = _predicted(profile, batch_size=32, num_workers=64, persistent_workers=False)
+    assert restarted == pytest.approx(4096 / (4096 / kept + 64 * restart), rel=1e-6)
+    # A loader sweep that did not time restarts predicts none.
+    untimed = make_profile({32: 1e6}, WAITING_READS, dataset_length=4096)
+    assert _predicted(untimed, batch_size=32, num_workers=64) == pytest.approx(kept)
 
 
 def test_the_slower_side_is_named_as_the_bound() -> None:

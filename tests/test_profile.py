@@ -41,6 +41,11 @@ def test_slow_storage_loader_scales_past_the_grid_and_the_step_is_far_faster() -
     # The job would search the extended counts.
     extended = SearchSpace(space.device, space.workload, extra_workers=profile.extra_workers)
     assert set(profile.extra_workers) <= set(extended.choices["num_workers"])
+    # What an epoch holds and what starting its workers costs, for the epoch model.
+    assert profile.dataset_length == space.workload.dataset_length
+    restarts = {p.num_workers: p.restart_s for p in profile.loader}
+    assert restarts[0] is None
+    assert all(s is not None and s > 0 for w, s in restarts.items() if w)
 
 
 def test_a_compute_heavy_workload_is_bound_by_its_step(workload_file) -> None:

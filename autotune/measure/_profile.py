@@ -282,7 +282,9 @@ def _measure_loader(workload: Workload, dataset: Any, batch_size: int,
     loader: DataLoader[Any] = build_loader(workload, config, dataset)
     process = psutil.Process()
     length = _loader_length(loader)
+    start = time.perf_counter()
     iterator: Iterator[Any] = iter(loader)
+    restart = time.perf_counter() - start
     pulled = 0
     try:
         # The workers' start-up backlog (prefetch_factor batches each) is not steady state.
@@ -308,7 +310,9 @@ def _measure_loader(workload: Workload, dataset: Any, batch_size: int,
         main_cpu = max(0.0, _cpu_seconds(process) - main_before)
         memory = tree_memory_bytes(os.getpid())
     finally:
-        del iterator
+        stop = time.perf_counter()
+        del iterator  # the last reference: the workers are shut down and joined here
+        restart += time.perf_counter() - stop
     if not pulled:
         raise RuntimeError(f"an epoch holds too few batches of {batch_size} to time "
                            f"{workers} workers; give the dataset more samples")
@@ -316,7 +320,7 @@ def _measure_loader(workload: Workload, dataset: Any, batch_size: int,
     return LoaderPoint(num_workers=workers, samples_per_s=samples / wall,
                        cpu_s_per_sample=cpu / samples,
                        main_cpu_s_per_batch=main_cpu / pulled if workers else None,
-                       memory_bytes=memory)
+                       memory_bytes=memory, restart_s=restart if workers else None)
 
 
 def _next_counts(grid: Sequence[int]) -> list[int]:
@@ -397,6 +401,14 @@ def extended_workers(points: Sequence[LoaderPoint], grid_max: int) -> list[int]:
     return [p.num_workers for p in points if grid_max < p.num_workers <= best.num_workers]
 
 
+def _epoch_length(dataset: Any) -> int | None:
+    """Samples per epoch of a map-style dataset; None for an iterable one (its workers each
+    read what the dataset gives them: its epoch is not a count of batches shared out)."""
+    if isinstance(dataset, IterableDataset) or not hasattr(dataset, "__len__"):
+        return None
+    return len(dataset)
+
+
 def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Profile:
     """Measure the step alone and the loader alone (see the module's description)."""
     started = time.perf_counter()
@@ -416,6 +428,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         loader=loader,
         memory=memory_models(step),
         loader_batch_size=plan.loader_batch_size,
+        dataset_length=_epoch_length(dataset),
         collate_s_per_batch=collate,
         sample_bytes=sample_bytes,
         worker_memory_bytes=_worker_memory(loader),

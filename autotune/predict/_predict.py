@@ -3,7 +3,10 @@
 A configuration trains no faster than its step alone (at its batch, precision and layout) nor
 than its loader alone (at its worker count); without workers the two run one after the other.
 On a CPU device both share the cores, so the rate is also at most
-``cores / (step CPU-s per sample + loader CPU-s per sample)``. Memory comes from the profile's
+``cores / (step CPU-s per sample + loader CPU-s per sample)``. Over a dataset of known length
+the loader is timed over whole epochs: its workers share an epoch's batches out in rounds (the
+last round part-empty, workers beyond the batch count idle), each epoch fills and drains the
+pipeline, and without persistent workers restarts them. Memory comes from the profile's
 linear memory model. The work is done on NumPy columns: the profile's tables are evaluated once
 per distinct batch/precision/layout and worker count, then gathered, so hundreds of thousands
 of configurations take well under a second.
@@ -299,12 +302,18 @@ def predict_columns(profile: Profile, columns: Columns,
                                                 batch, float(profile.loader_batch_size)))
         # The main process receives each batch from the workers on the step's own thread.
         step_rate = np.where(no_workers, step_rate, batch / (batch / step_rate + receive))
+        epoch_start_s = np.zeros(n)
+        if profile.dataset_length:
+            loader_rate, epoch_start_s = _over_epochs(profile, columns, step_rate, loader_rate)
         serial = 1.0 / (1.0 / step_rate + 1.0 / loader_rate)
         cpu_bound = (float(profile.cpu_count) / (step_cpu + loader_cpu)
                      if profile.device_type == "cpu" else np.full(n, np.inf))
         candidates = np.stack([step_rate, loader_rate, cpu_bound])
         bound = np.argmin(candidates, axis=0).astype(np.int64)
         rate = np.where(no_workers, np.minimum(serial, cpu_bound), _soft_min(candidates))
+        if profile.dataset_length:
+            epoch = _epoch_samples(profile.dataset_length, columns.batch_size)
+            rate = epoch / (epoch / rate + epoch_start_s)
     bound = np.where(no_workers & (step_rate < loader_rate) & (serial <= cpu_bound), _STEP,
                      np.where(no_workers & (serial <= cpu_bound), _LOADER, bound))
 
@@ -343,6 +352,63 @@ def _loader_at_batch(rate: FloatArray, receive: FloatArray, workers: IntArray,
     overhead = np.minimum(receive, per_batch / 2)
     per_sample = (per_batch - overhead) / profiled_batch
     return np.asarray(workers * batch / (batch * per_sample + overhead), dtype=np.float64)
+
+
+def _epoch_samples(dataset_length: int, batch_size: IntArray) -> FloatArray:
+    """Samples an epoch trains on: whole batches only (trials drop the last partial one)."""
+    steps = np.maximum(1, dataset_length // batch_size)
+    return np.asarray(steps * batch_size, dtype=np.float64)
+
+
+def _over_epochs(profile: Profile, columns: Columns, step_rate: FloatArray,
+                 loader_rate: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The loader's samples/s over whole epochs, and the seconds each epoch adds beyond its
+    steady state.
+
+    The workers share an epoch's batches out one each per round: the epoch takes its full
+    rounds, then a last round of the batches left (as fast as that many workers deliver), and
+    workers beyond the epoch's batch count have nothing to do (batch 256 of 4,096 samples keeps
+    16 of 48 workers busy). Each epoch also fills and drains the pipeline: the step waits for
+    the first round, or the loader for the last step, whichever the slower side does not hide.
+    Without persistent workers it also starts and stops the workers again (the loader sweep's
+    restart seconds per worker). Configurations without workers are returned unchanged.
+    """
+    batch = columns.batch_size.astype(np.float64)
+    workers = columns.num_workers
+    epoch = _epoch_samples(profile.dataset_length or 0, columns.batch_size)
+    steps = (epoch / batch).astype(np.int64)
+    rounds, left = np.divmod(steps, np.maximum(1, workers))
+    round_s = workers * batch / loader_rate
+    left_s = np.where(left > 0, left * batch / _loader_rates(profile, np.maximum(1, left), batch),
+                      0.0)
+    loader_s = rounds * round_s + left_s
+    step_s = epoch / step_rate
+    first_s = np.where(rounds > 0, round_s, left_s)
+    fill_s = (np.maximum(loader_s + batch / step_rate, first_s + step_s)
+              - np.maximum(loader_s, step_s))
+    has_workers = workers > 0
+    restart_s = np.where(~columns.persistent_workers,
+                         workers * _restart_s_per_worker(profile.loader), 0.0)
+    return (np.where(has_workers, epoch / loader_s, loader_rate),
+            np.where(has_workers, fill_s + restart_s, 0.0))
+
+
+def _loader_rates(profile: Profile, workers: IntArray, batch: FloatArray) -> FloatArray:
+    """The loader's samples/s with ``workers`` (each at least 1) at ``batch``."""
+    rate, receive = np.empty(len(workers)), np.zeros(len(workers))
+    for count in np.unique(workers):
+        where = workers == count
+        part = _loader_part(profile.loader, int(count))
+        rate[where], receive[where] = part.samples_per_s, part.main_s_per_batch
+    return _loader_at_batch(rate, receive, workers, batch, float(profile.loader_batch_size))
+
+
+def _restart_s_per_worker(points: Sequence[LoaderPoint]) -> float:
+    """Seconds to start and stop one worker (the median over the measured worker counts;
+    the main process starts them one after another)."""
+    per_worker = [p.restart_s / p.num_workers for p in points
+                  if p.num_workers and p.restart_s is not None]
+    return float(np.median(per_worker)) if per_worker else 0.0
 
 
 def _loader_memory(profile: Profile, columns: Columns) -> FloatArray:

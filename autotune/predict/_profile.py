@@ -52,6 +52,9 @@ class LoaderPoint(BaseModel):
     main_cpu_s_per_batch: float | None = None
     #: Memory (PSS) of the loading process and its workers while they ran.
     memory_bytes: int | None = None
+    #: Seconds the main process spent starting the workers (``iter(loader)``) and shutting
+    #: them down at the end: what each epoch pays again without ``persistent_workers``.
+    restart_s: float | None = None
 
 
 class MemoryModel(BaseModel):
@@ -105,6 +108,9 @@ class Profile(BaseModel):
     memory: list[MemoryModel]
     #: The batch size of the loader sweep (the workload's own, within the dataset).
     loader_batch_size: int
+    #: Samples in one epoch of the dataset; None for a dataset without a length (then epochs
+    #: are not modelled: no epoch start, no last round of the workers).
+    dataset_length: int | None = None
     #: Seconds to collate one batch of :attr:`loader_batch_size` in the main process.
     collate_s_per_batch: float | None = None
     #: Host bytes of one sample as batched (what each prefetched batch holds per sample).
