@@ -152,7 +152,7 @@ def test_an_epochs_last_round_takes_as_long_as_a_full_one() -> None:
 
 
 def test_without_persistent_workers_each_epoch_starts_them_again() -> None:
-    restart = 0.02  # seconds to start and stop one worker
+    restart = 0.02  # seconds to start one worker
     profile = make_profile({32: 1e6}, WAITING_READS, dataset_length=4096,
                            restart_s_per_worker=restart)
     kept = _predicted(profile, batch_size=32, num_workers=64, persistent_workers=True)

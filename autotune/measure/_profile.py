@@ -282,6 +282,8 @@ def _measure_loader(workload: Workload, dataset: Any, batch_size: int,
     loader: DataLoader[Any] = build_loader(workload, config, dataset)
     process = psutil.Process()
     length = _loader_length(loader)
+    # Starting the workers, as every epoch does again without persistent workers. (Their
+    # shutdown here would wait for batches in flight, which an epoch's end does not have.)
     start = time.perf_counter()
     iterator: Iterator[Any] = iter(loader)
     restart = time.perf_counter() - start
@@ -310,9 +312,7 @@ def _measure_loader(workload: Workload, dataset: Any, batch_size: int,
         main_cpu = max(0.0, _cpu_seconds(process) - main_before)
         memory = tree_memory_bytes(os.getpid())
     finally:
-        stop = time.perf_counter()
-        del iterator  # the last reference: the workers are shut down and joined here
-        restart += time.perf_counter() - stop
+        del iterator
     if not pulled:
         raise RuntimeError(f"an epoch holds too few batches of {batch_size} to time "
                            f"{workers} workers; give the dataset more samples")

@@ -370,8 +370,8 @@ def _over_epochs(profile: Profile, columns: Columns, step_rate: FloatArray,
     workers beyond the epoch's batch count have nothing to do (batch 256 of 4,096 samples keeps
     16 of 48 workers busy). Each epoch also fills and drains the pipeline: the step waits for
     the first round, or the loader for the last step, whichever the slower side does not hide.
-    Without persistent workers it also starts and stops the workers again (the loader sweep's
-    restart seconds per worker). Configurations without workers are returned unchanged.
+    Without persistent workers it also starts the workers again (the loader sweep's start
+    seconds per worker). Configurations without workers are returned unchanged.
     """
     batch = columns.batch_size.astype(np.float64)
     workers = columns.num_workers
@@ -404,8 +404,8 @@ def _loader_rates(profile: Profile, workers: IntArray, batch: FloatArray) -> Flo
 
 
 def _restart_s_per_worker(points: Sequence[LoaderPoint]) -> float:
-    """Seconds to start and stop one worker (the median over the measured worker counts;
-    the main process starts them one after another)."""
+    """Seconds to start one worker (the median over the measured worker counts; the main
+    process starts them one after another)."""
     per_worker = [p.restart_s / p.num_workers for p in points
                   if p.num_workers and p.restart_s is not None]
     return float(np.median(per_worker)) if per_worker else 0.0

@@ -52,8 +52,8 @@ class LoaderPoint(BaseModel):
     main_cpu_s_per_batch: float | None = None
     #: Memory (PSS) of the loading process and its workers while they ran.
     memory_bytes: int | None = None
-    #: Seconds the main process spent starting the workers (``iter(loader)``) and shutting
-    #: them down at the end: what each epoch pays again without ``persistent_workers``.
+    #: Seconds the main process spent starting the workers (``iter(loader)``): what each
+    #: epoch pays again without ``persistent_workers``.
     restart_s: float | None = None
 
 
