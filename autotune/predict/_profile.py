@@ -152,8 +152,10 @@ class Profile(BaseModel):
                       "peak_memory_bytes": p.peak_memory_bytes,
                       "out_of_memory": p.out_of_memory} for p in self.step],
             "loader": [{"num_workers": p.num_workers, "samples_per_s": p.samples_per_s,
-                        "cpu_s_per_sample": p.cpu_s_per_sample} for p in self.loader],
+                        "cpu_s_per_sample": p.cpu_s_per_sample, "restart_s": p.restart_s}
+                       for p in self.loader],
             "loader_batch_size": self.loader_batch_size,
+            "dataset_length": self.dataset_length,
             "memory": [{"amp": m.amp, "channels_last": m.channels_last,
                         "fixed_bytes": int(m.fixed_bytes),
                         "per_sample_bytes": int(m.per_sample_bytes)} for m in self.memory],
