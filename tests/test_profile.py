@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.predict import Profile, predict_space
+from autotune.measure._profile import ProfilePlan, _loader_saturated
+from autotune.predict import LoaderPoint, Profile, predict_space
 from autotune.runner import probe_workload, profile_workload
 from autotune.space import SearchSpace
 from autotune.store import Database, Job
@@ -143,3 +144,33 @@ def test_a_cuda_profile_measures_device_memory_per_batch() -> None:
     profile = profile_workload("builtin:image-cnn", "cuda", plan, 300, budget_is_host_memory=False)
     assert all(p.cpu_cores is None for p in profile.step)
     assert any(m.per_sample_bytes > 0 for m in profile.memory)
+
+
+def _point(workers: int, samples_per_s: float, cpu_s_per_sample: float = 1e-3,
+           memory_bytes: int | None = None) -> LoaderPoint:
+    return LoaderPoint(num_workers=workers, samples_per_s=samples_per_s,
+                       cpu_s_per_sample=cpu_s_per_sample, memory_bytes=memory_bytes)
+
+
+def _plan(budget: int | None = None) -> ProfilePlan:
+    return ProfilePlan(batch_sizes=[32], amp_modes=["off"], channels_last=[False],
+                       worker_counts=[0, 2, 8, 48], loader_batch_size=32,
+                       memory_budget_bytes=budget)
+
+
+def test_a_loader_that_scales_with_its_workers_is_not_stopped_by_a_busy_cpu() -> None:
+    # 8 workers read 1.8 of 2 cores busy; a stop there would predict 48 workers as 8.
+    busy = 1.8 / 600
+    scaling = [_point(2, 120, busy), _point(8, 600, busy)]  # 4x the workers, 5x the rate
+    assert not _loader_saturated(scaling, 2, 48, _plan())
+    flat = [_point(2, 500, busy), _point(8, 600, busy)]  # 4x the workers, 1.2x the rate
+    assert _loader_saturated(flat, 2, 48, _plan())
+
+
+def test_the_memory_stop_multiplies_what_a_worker_adds_not_the_main_process() -> None:
+    gib = 2**30
+    # A 1.5 GiB main process (model, batches) and 50 MiB per worker: 48 workers need ~3.9 GiB.
+    points = [_point(0, 60, memory_bytes=int(1.5 * gib)),
+              _point(8, 600, memory_bytes=int(1.5 * gib + 8 * 50 * 2**20))]
+    assert not _loader_saturated(points, 2, 48, _plan(budget=8 * gib))
+    assert _loader_saturated(points, 2, 48, _plan(budget=4 * gib))

@@ -59,6 +59,9 @@ SAMPLE_POOL_BYTES = 64 * 2**20
 SCALING_GAIN = 1.10
 #: The extended sweep stops once the loader keeps this share of the cores busy.
 CPU_SATURATION = 0.9
+#: Share of the proportional gain (the worker ratio) a count must reach for the loader to count
+#: as still scaling whatever the CPU reads: the CPU-busy stop is then not trusted.
+PROPORTIONAL_SHARE = 0.5
 #: Worker counts tried beyond the searched grid (the grid's own values above its cap first).
 EXTENDED_WORKERS = (24, 32, 48, 64, 96, 128, 192, 256)
 #: Share of the memory budget a step point may be predicted to need before the sweep stops.
@@ -352,7 +355,7 @@ def profile_loader(workload: Workload, dataset: Any, plan: ProfilePlan,
         beyond = workers > grid[-1]
         if length is not None and (2 * workers + 3) * plan.loader_batch_size > length:
             break  # an epoch holds too few batches to time that many workers
-        if points and _loader_saturated(points[-1], cpu_count, workers, plan):
+        if points and _loader_saturated(points, cpu_count, workers, plan):
             break
         point = _measure_loader(workload, dataset, plan.loader_batch_size, workers)
         best = max((p.samples_per_s for p in points), default=0.0)
@@ -364,20 +367,38 @@ def profile_loader(workload: Workload, dataset: Any, plan: ProfilePlan,
     return points
 
 
-def _loader_saturated(last: LoaderPoint, cpu_count: int, next_workers: int,
+def _scaled_in_proportion(points: Sequence[LoaderPoint]) -> bool:
+    """The last worker count gained at least half of what its share of workers promised over
+    the count before (4x the workers, at least 2.5x the samples/s): a loader that scales so
+    is not bound by the CPU, however busy the CPU reads (reads that wait hold workers, and
+    their CPU time is spent, not needed)."""
+    if len(points) < 2 or points[-2].num_workers == 0:
+        return False
+    before, last = points[-2], points[-1]
+    promised = last.num_workers / before.num_workers
+    return last.samples_per_s >= before.samples_per_s * (1 + PROPORTIONAL_SHARE * (promised - 1))
+
+
+def _loader_saturated(points: Sequence[LoaderPoint], cpu_count: int, next_workers: int,
                       plan: ProfilePlan) -> bool:
-    """More workers cannot help: the CPU is busy, or their memory would pass the budget."""
+    """More workers cannot help: the CPU is busy (and the last count did not scale in
+    proportion), or their memory would pass the budget."""
+    last = points[-1]
     if last.num_workers == 0:
         return False
     cores_busy = last.samples_per_s * last.cpu_s_per_sample
     if next_workers > last.num_workers and cores_busy >= CPU_SATURATION * cpu_count \
-            and next_workers > cpu_count:
+            and next_workers > cpu_count and not _scaled_in_proportion(points):
         return True
     budget = plan.memory_budget_bytes
     if budget is None or last.memory_bytes is None:
         return False
-    per_worker = last.memory_bytes / (last.num_workers + 1)
-    return per_worker * (next_workers + 1) > MEMORY_MARGIN * budget
+    # What each worker adds (the slope over the counts measured; with one count, its
+    # process's share): the main process's own memory (the model, the step's batches) is
+    # not multiplied by the workers.
+    per_worker = _worker_memory(points) or last.memory_bytes / (last.num_workers + 1)
+    expected = last.memory_bytes + per_worker * (next_workers - last.num_workers)
+    return expected > MEMORY_MARGIN * budget
 
 
 def _worker_memory(points: Sequence[LoaderPoint]) -> int:
