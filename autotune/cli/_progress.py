@@ -112,6 +112,14 @@ class RichReporter(Reporter):
         if self.task is not None:
             self.progress.advance(self.task)
 
+    def candidate_left(self, config: Config, after_round: int, runs_saved: int,
+                       reason: str) -> None:
+        self.console.print(f"     left      {describe_config(config)}: out of the confirmation "
+                           f"after round {after_round}, {reason}", style="dim", highlight=False)
+        if self.task is not None:
+            task = next(task for task in self.progress.tasks if task.id == self.task)
+            self.progress.update(self.task, total=max(0, (task.total or 0) - runs_saved))
+
     def trial_skipped(self, config: Config, reason: str) -> None:
         self.console.print(f"     skipped   {describe_config(config)}: not run, {reason}",
                            style="dim", highlight=False)

@@ -23,18 +23,13 @@ _SQRT_RULE = ("adam", "adamw", "adamax", "nadam", "radam", "adagrad", "adadelta"
 _LINEAR_RULE = ("sgd", "lars", "asgd")
 
 
-def effective_batch(config: Config) -> int:
-    """Samples per optimizer step."""
-    return config.batch_size * config.grad_accum_steps
-
-
 def keeping_effective_batch(
     measured: Sequence[TrialRecord], baseline: Config, run_samples: int | None = None
 ) -> Config | None:
     """The fastest measured configuration whose batch size divides the baseline's effective
     batch, with the gradient accumulation that restores it; None when none does (or only the
     baseline itself). Ranked by the throughput over the run, compile time included."""
-    effective = effective_batch(baseline)
+    effective = baseline.effective_batch
     fitting = [run for run in measured if run.usable and run.config.grad_accum_steps == 1
                and effective % run.config.batch_size == 0]
     if not fitting:
@@ -48,9 +43,9 @@ def keeping_effective_batch(
 def same_effective_batch_entry(confirmation: Confirmation) -> CandidateRuns:
     """The fastest re-measured entry that keeps the baseline's effective batch (the baseline
     itself when no candidate does or none beat it)."""
-    effective = effective_batch(confirmation.baseline.config)
+    effective = confirmation.baseline.config.effective_batch
     keeping = [entry for entry in confirmation.candidates
-               if entry.usable and effective_batch(entry.config) == effective]
+               if entry.usable and entry.finished and entry.config.effective_batch == effective]
     best = max(keeping, key=lambda entry: entry.median_run_samples_per_s, default=None)
     base = confirmation.baseline
     if best is None or (base.usable and
@@ -83,11 +78,11 @@ def batch_answers(
     it keeps it) for the document. ``forced``: the search held the effective batch."""
     winner, base = confirmation.winner, confirmation.baseline
     keep = winner if forced else same_effective_batch_entry(confirmation)
-    yours = effective_batch(base.config)
+    yours = base.config.effective_batch
     speedup = (keep.median_run_samples_per_s / base.median_run_samples_per_s
                if base.usable and base.median_run_samples_per_s else None)
     same = {
-        "effective_batch": effective_batch(keep.config),
+        "effective_batch": keep.config.effective_batch,
         "same_as_recommendation": keep is winner,
         "is_baseline": keep is base,
         "forced": forced,
@@ -95,7 +90,7 @@ def batch_answers(
         "metrics": metrics(keep),
         "speedup": speedup,
     }
-    theirs = effective_batch(winner.config)
+    theirs = winner.config.effective_batch
     if theirs == yours:
         return same, None
     ratio = theirs / yours

@@ -1,4 +1,10 @@
-"""Confirmation: re-measure the best candidates and the baseline, interleaved, pick by median."""
+"""Confirmation: re-measure the best candidates and the baseline, interleaved, pick by median.
+
+The confirmation is a race (as in F-Race, Birattari et al. 2002): after each round but the last,
+a candidate that cannot become either answer any more leaves it, so the rounds that decide are
+spent on the configurations still in contention. The baseline runs every round, since every
+speedup is paired with it.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,14 @@ from autotune.store import TrialRecord
 
 #: Runs one configuration in a fresh process; None when the job was cancelled meanwhile.
 ConfirmFn = Callable[[Config], TrialRecord | None]
+#: Told of a candidate the moment it leaves the race (its entry and the rounds it is spared).
+LeaveFn = Callable[["CandidateRuns", int], None]
+
+#: A candidate leaves the race once it ran more than this fraction slower than the leader in
+#: every round so far (paired within each round, so a slow drift of the machine does not
+#: count). Three times the run-to-run spread of a confirmation run on a quiet machine (CV
+#: about 5%, benchmarks/RESULTS.md section 3): a candidate that close stays in.
+RACE_MARGIN = 0.15
 
 
 @dataclass
@@ -19,6 +33,14 @@ class CandidateRuns:
     runs: list[TrialRecord] = field(default_factory=list)
     #: Samples in the user's run, which each run's compile time is charged against.
     run_samples: int | None = None
+    #: The round after which the candidate left the race, and why; None while it is in it.
+    left_after_round: int | None = None
+    left_because: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Ran every round: only such a candidate can be picked."""
+        return self.left_after_round is None
 
     @property
     def usable(self) -> bool:
@@ -98,25 +120,35 @@ def confirm(
     rounds: int,
     measure: ConfirmFn,
     run_samples: int | None = None,
+    race_margin: float = RACE_MARGIN,
+    on_leave: LeaveFn | None = None,
 ) -> Confirmation | None:
-    """Measure baseline and candidates ``rounds`` times each in fresh processes.
+    """Measure baseline and candidates up to ``rounds`` times each in fresh processes.
 
-    Each round runs every configuration once, in an order rotated from the round before, so
-    slow drifts of the machine (thermal, other load) fall on all of them alike. The winner is
-    picked by its median throughput over a run of ``run_samples`` samples, compile time
-    included. Returns None when cancelled.
+    Each round runs every configuration still in the race once, in an order rotated from the
+    round before, so slow drifts of the machine (thermal, other load) fall on all of them alike.
+    Between rounds, candidates that can no longer win leave (see ``_leaving``). The winner is
+    picked among those that ran every round, by its median throughput over a run of
+    ``run_samples`` samples, compile time included. Returns None when cancelled.
     """
     entries = [CandidateRuns(config, run_samples=run_samples)
                for config in (baseline, *candidates)]
+    base, others = entries[0], entries[1:]
+    racing = list(entries)
     for round_index in range(rounds):
-        shift = round_index % len(entries)
-        for entry in entries[shift:] + entries[:shift]:
+        shift = round_index % len(racing)
+        for entry in racing[shift:] + racing[:shift]:
             run = measure(entry.config)
             if run is None:
                 return None
             entry.runs.append(run)
-    base, others = entries[0], entries[1:]
-    usable = [entry for entry in others if entry.usable]
+        if round_index + 1 < rounds:
+            for entry, reason in _leaving(racing, base, race_margin):
+                entry.left_after_round, entry.left_because = round_index + 1, reason
+                if on_leave is not None:
+                    on_leave(entry, rounds - round_index - 1)
+            racing = [entry for entry in racing if entry.finished]
+    usable = [entry for entry in others if entry.usable and entry.finished]
     winner = max(usable, key=lambda entry: entry.median_run_samples_per_s, default=base)
     if base.usable and winner.median_run_samples_per_s <= base.median_run_samples_per_s:
         winner = base
@@ -128,3 +160,46 @@ def confirm(
             if base.over_run(b)
         ]
     return Confirmation(baseline=base, candidates=others, winner=winner, paired_ratios=ratios)
+
+
+def _leaving(
+    racing: Sequence[CandidateRuns], baseline: CandidateRuns, margin: float
+) -> list[tuple[CandidateRuns, str]]:
+    """The candidates that can become neither answer, and why.
+
+    A candidate whose run failed leaves at once (it can no longer be usable). One that ran
+    more than ``margin`` slower than the fastest in every round so far leaves, unless it keeps
+    the baseline's effective batch and is not that far behind the fastest that does (it may
+    still be the drop-in answer). The baseline never leaves.
+    """
+    usable = [entry for entry in racing if entry.usable]
+    keeping = [entry for entry in usable
+               if entry.config.effective_batch == baseline.config.effective_batch]
+    leader = _fastest(usable)
+    leader_keeping = _fastest(keeping)
+    leaving = []
+    for entry in racing:
+        if entry is baseline:
+            continue
+        if not entry.usable:
+            leaving.append((entry, f"a run ended {entry.runs[-1].outcome}"))
+        elif _behind(entry, leader, margin) and (entry not in keeping
+                                                 or _behind(entry, leader_keeping, margin)):
+            assert leader is not None
+            leaving.append((entry, (
+                f"more than {margin:.0%} slower than the fastest in every round "
+                f"({entry.median_run_samples_per_s:,.1f} against "
+                f"{leader.median_run_samples_per_s:,.1f} samples/s, medians)")))
+    return leaving
+
+
+def _fastest(entries: Sequence[CandidateRuns]) -> CandidateRuns | None:
+    return max(entries, key=lambda entry: entry.median_run_samples_per_s, default=None)
+
+
+def _behind(entry: CandidateRuns, leader: CandidateRuns | None, margin: float) -> bool:
+    """Slower than ``leader`` by more than ``margin`` in every round both ran (paired)."""
+    if leader is None or leader is entry:
+        return False
+    return all(entry.over_run(mine) < (1 - margin) * leader.over_run(theirs)
+               for mine, theirs in zip(entry.runs, leader.runs, strict=True))

@@ -126,7 +126,10 @@ def build_document(
         "exports": exports(winner.config, device),
         "candidates": [
             {"config": entry.config.public_dict(), "metrics": _metrics(entry),
-             "usable": entry.usable}
+             "usable": entry.usable,
+             # Null for a candidate that ran every round; else when it left the race, and why.
+             "left_race": None if entry.finished else {
+                 "after_round": entry.left_after_round, "because": entry.left_because}}
             for entry in confirmation.candidates
         ],
         "memory_budget_bytes": memory_budget_bytes,

@@ -76,6 +76,11 @@ class Config(BaseModel):
             raise ValueError(f"grad_accum_steps {value} must be at least 1")
         return value
 
+    @property
+    def effective_batch(self) -> int:
+        """Samples per optimizer step: the micro-batch times the gradient-accumulation steps."""
+        return self.batch_size * self.grad_accum_steps
+
     def normalized(self) -> Config:
         """The same configuration with settings that cannot take effect reset.
 

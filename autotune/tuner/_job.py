@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from autotune.errors import AutotuneError, ConfigError, NoFeasibleConfigError
 from autotune.measure import device_identity, fingerprint_differences
 from autotune.recommend import (
+    CandidateRuns,
     Confirmation,
     build_document,
     confirm,
@@ -456,8 +457,13 @@ class _JobRun:
         self.reporter.phase_started(
             "confirm", (len(candidates) + 1) * self.options.confirm_rounds
         )
+        def left(entry: CandidateRuns, runs_saved: int) -> None:
+            assert entry.left_after_round is not None and entry.left_because is not None
+            self.reporter.candidate_left(entry.config, entry.left_after_round, runs_saved,
+                                         entry.left_because)
+
         confirmation = confirm(baseline, candidates, self.options.confirm_rounds, measure_once,
-                               self.run_samples)
+                               self.run_samples, on_leave=left)
         if confirmation is None:
             raise JobCancelled
         return confirmation

@@ -1,0 +1,170 @@
+"""The confirmation race: candidates that can no longer become an answer stop being re-measured."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autotune.recommend import confirm
+from autotune.recommend._confirm import RACE_MARGIN, CandidateRuns
+from autotune.space import Config
+from autotune.store import TrialRecord
+
+BASELINE = Config(batch_size=32)
+SLEEPY = Path(__file__).parent / "workloads" / "sleepy.py"
+
+
+def measured(speeds: Mapping[Config, Sequence[float | None]]):  # type: ignore[no-untyped-def]
+    """A measure function that returns each configuration's next speed from ``speeds`` (None:
+    the run ran out of memory), and the list of configurations it was asked for."""
+    asked: list[Config] = []
+    taken: dict[str, int] = defaultdict(int)
+
+    def measure(config: Config) -> TrialRecord:
+        asked.append(config)
+        speed = speeds[config][taken[config.key()]]
+        taken[config.key()] += 1
+        if speed is None:
+            return TrialRecord(config=config, outcome="oom")
+        return TrialRecord(config=config, outcome="ok", samples_per_s=speed)
+
+    return measure, asked
+
+
+def test_a_candidate_far_behind_in_the_first_round_is_not_measured_again() -> None:
+    fast, slow = Config(batch_size=64), Config(batch_size=128)
+    measure, asked = measured({BASELINE: [100, 101, 99], fast: [200, 210, 190],
+                               slow: [150, 300, 300]})
+    left: list[tuple[Config, int]] = []
+    result = confirm(BASELINE, [fast, slow], 3, measure,
+                     on_leave=lambda entry, saved: left.append((entry.config, saved)))
+    assert result is not None
+    assert result.winner.config == fast
+    assert asked.count(slow) == 1 and asked.count(fast) == 3 and asked.count(BASELINE) == 3
+    assert left == [(slow, 2)]
+    out = next(entry for entry in result.candidates if entry.config == slow)
+    assert out.left_after_round == 1 and not out.finished
+    assert out.left_because is not None and "15% slower than the fastest" in out.left_because
+    assert result.paired_ratios == [2.0, 210 / 101, 190 / 99]
+
+
+def test_a_candidate_within_the_margin_in_any_round_stays_to_the_end() -> None:
+    fast, close = Config(batch_size=64), Config(batch_size=128)
+    # Round 1: close is 10% behind; round 2: 25% behind. It did not trail by the margin in
+    # every round, so it runs all three (and loses on the median).
+    measure, asked = measured({BASELINE: [100, 100, 100], fast: [200, 200, 200],
+                               close: [180, 150, 240]})
+    result = confirm(BASELINE, [fast, close], 3, measure)
+    assert result is not None
+    assert asked.count(close) == 3
+    assert all(entry.finished for entry in result.candidates)
+    assert result.winner.config == fast
+
+
+def test_a_candidate_whose_run_fails_leaves_at_once() -> None:
+    fast, crashing = Config(batch_size=64), Config(batch_size=512)
+    measure, asked = measured({BASELINE: [100, 100], fast: [200, 200], crashing: [None, 500]})
+    result = confirm(BASELINE, [fast, crashing], 2, measure)
+    assert result is not None
+    assert asked.count(crashing) == 1
+    out = result.candidates[1]
+    assert out.left_because == "a run ended oom" and not out.usable
+
+
+def test_the_fastest_that_keeps_the_effective_batch_stays_for_the_drop_in_answer() -> None:
+    # The baseline trains with 64 samples per step. bs 256 is far faster but changes it; bs 32 x
+    # 2 accumulation steps keeps it and is the fastest that does, so it stays in although it
+    # trails bs 256 by far. bs 16 x 4 keeps it too but is far behind bs 32 x 2: it leaves.
+    baseline = Config(batch_size=64)
+    bigger = Config(batch_size=256)
+    keeping = Config(batch_size=32, grad_accum_steps=2)
+    keeping_slower = Config(batch_size=16, grad_accum_steps=4)
+    measure, asked = measured({baseline: [100, 100, 100], bigger: [400, 400, 400],
+                               keeping: [130, 130, 130], keeping_slower: [90, 90, 90]})
+    result = confirm(baseline, [bigger, keeping, keeping_slower], 3, measure)
+    assert result is not None
+    assert asked.count(keeping) == 3
+    assert asked.count(keeping_slower) == 1
+    assert result.winner.config == bigger
+
+
+def test_the_last_round_drops_nobody_and_one_round_races_nothing() -> None:
+    slow = Config(batch_size=128)
+    measure, asked = measured({BASELINE: [100], slow: [10]})
+    result = confirm(BASELINE, [slow], 1, measure)
+    assert result is not None
+    assert result.candidates[0].finished
+    assert result.winner.config == BASELINE
+
+
+speeds_strategy = st.lists(st.floats(min_value=1.0, max_value=1000.0), min_size=3, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(table=st.lists(speeds_strategy, min_size=2, max_size=5),
+       dominant=st.integers(min_value=0, max_value=3), margin=st.sampled_from([0.05, RACE_MARGIN]))
+def test_race_invariants(table: list[list[float]], dominant: int, margin: float) -> None:
+    """Whatever the speeds: a candidate at least as fast as every other in every round is never
+    dropped and wins (when it beats the baseline); every candidate that left was behind the
+    fastest by more than the margin in each round it ran; the race never measures more than the
+    full rounds would."""
+    configs = [BASELINE] + [Config(batch_size=64 * (i + 1)) for i in range(len(table) - 1)]
+    dominant = 1 + dominant % (len(table) - 1)
+    table[dominant] = [max(column) for column in zip(*table, strict=True)]
+    speeds = dict(zip(configs, table, strict=True))
+    measure, asked = measured(speeds)
+    result = confirm(BASELINE, configs[1:], 3, measure, race_margin=margin)
+    assert result is not None
+    assert len(asked) <= 3 * len(configs)
+    entries: list[CandidateRuns] = [result.baseline, *result.candidates]
+    assert result.baseline.finished and entries[dominant].finished
+    if entries[dominant].median_run_samples_per_s > result.baseline.median_run_samples_per_s:
+        assert result.winner.median_run_samples_per_s == entries[dominant].median_run_samples_per_s
+    assert result.winner.finished
+    for entry in result.candidates:
+        if entry.finished:
+            continue
+        rounds = entry.left_after_round
+        assert rounds is not None and len(entry.runs) == rounds
+        for index in range(rounds):
+            fastest = max(speeds[config][index] for config in configs)
+            speed = entry.runs[index].samples_per_s
+            assert speed is not None and speed < (1 - margin) * fastest
+
+
+@pytest.mark.slow
+def test_a_real_run_stops_re_measuring_a_candidate_far_behind(tmp_path: Path) -> None:
+    # Every sample sleeps 20 ms: with batch 8, one worker reads no faster than the baseline's
+    # main process (about 50 samples/s) and four read about four times as fast. The top two
+    # candidates are 4 workers and 1 worker; the second trails by about 75% and leaves.
+    out = tmp_path / "best.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune", "run", str(SLEEPY), "--range", "num_workers=0,1,4",
+         "--fix", "batch_size=8", "--fix", "amp=off", "--fix", "persistent_workers=true",
+         "--fix", "prefetch_factor=2", "--fix", "compile=off", "--no-profile", "--device", "cpu",
+         "--min-seconds", "0.5", "--min-steps", "3", "--warmup-steps", "1",
+         "--confirm-top", "2", "--confirm-rounds", "2", "--trials", "3",
+         "--db", f"sqlite:///{tmp_path / 'jobs.db'}", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "250"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads(out.read_text())
+    assert document["config"]["num_workers"] == 4
+    by_workers = {c["config"]["num_workers"]: c for c in document["candidates"]}
+    assert by_workers[4]["left_race"] is None and len(by_workers[4]["metrics"]["runs"]) == 2
+    left = by_workers[1]["left_race"]
+    assert left is not None and left["after_round"] == 1, by_workers[1]
+    assert "slower than the fastest in every round" in left["because"]
+    assert len(by_workers[1]["metrics"]["runs"]) == 1
+    assert len(document["baseline"]["metrics"]["runs"]) == 2
+    assert "out of the confirmation after round 1" in done.stdout
+    assert document["trials"]["confirm"] == 5  # 3 + 2, not 3 x 2
