@@ -94,6 +94,10 @@ def describe(config: Config) -> str:
     for flag in ("pin_memory", "channels_last", "cudnn_benchmark", "tf32", "device_prefetch"):
         if getattr(config, flag):
             parts.append(flag.replace("_", " "))
+    if config.compile != "off":
+        parts.append(f"compile {config.compile}")
+    if config.grad_accum_steps > 1:
+        parts.append(f"accumulation {config.grad_accum_steps}")
     return ", ".join(parts)
 
 

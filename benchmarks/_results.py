@@ -24,3 +24,6 @@ class WorkloadResults:
     budget_bytes: int | None = None
     #: Optuna's random sampler given the tuner's wall time, one draw per seed.
     random_draws: tuple[RandomDraw, ...] = ()
+    #: The tuner with its default options on the default space, and that space's size.
+    default_tuner: TunerOutcome | None = None
+    default_space_size: int = 0

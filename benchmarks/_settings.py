@@ -76,6 +76,9 @@ class SuiteSettings:
     seed: int = 0
     #: Seconds the tuner's profile may take (``--profile-seconds``).
     profile_seconds: float = 40.0
+    #: Search trials of the tuner on the default space (section 1b); None: ``autotune run``'s
+    #: defaults in everything (the smoke run keeps its own tiny plan and budget instead).
+    default_space_trials: int | None = None
     notes: tuple[str, ...] = field(default=())
 
 
@@ -124,6 +127,7 @@ SMOKE = SuiteSettings(
     growth_workload="slow-storage",
     growth_budgets=(1,),
     profile_seconds=2.0,
+    default_space_trials=2,
     notes=("Smoke run: tiny windows and one round; its figures check the plumbing, not speed.",),
 )
 

@@ -13,7 +13,7 @@ from benchmarks._harness import GRID_BEST, TUNER, WorkloadContext, compare, log
 from benchmarks._report import header, render
 from benchmarks._results import WorkloadResults
 from benchmarks._settings import COMMITTED_PICKS, SuiteSettings, WorkloadGrid
-from benchmarks._tuner import TunerOutcome, tune
+from benchmarks._tuner import DEFAULT_SPACE, TunerOutcome, tune, tune_default
 
 
 def _measure_workload(grid: WorkloadGrid, settings: SuiteSettings,
@@ -28,14 +28,17 @@ def _measure_workload(grid: WorkloadGrid, settings: SuiteSettings,
         random_draws = _alternatives.random_at_wall_time(ctx, grid_outcome, tuner.wall_s)
         alternatives.append(_alternatives.plain_search(tune(ctx, db, grid.tuner_trials,
                                                             profile=False)))
-        configs = {TUNER: tuner.config, GRID_BEST: grid_outcome.best()}
+        default_tuner = tune_default(ctx, db)
+        configs = {TUNER: tuner.config, GRID_BEST: grid_outcome.best(),
+                   DEFAULT_SPACE: default_tuner.config}
         configs.update({a.method: a.config for a in alternatives if a.config is not None})
         comparison = compare(ctx, configs, settings.rounds)
         quality = _quality.measure_quality(ctx, tuner.config)
     finally:
         db.dispose()
     results = WorkloadResults(grid.name, grid_outcome, tuner, alternatives, comparison, quality,
-                              ctx.budget_bytes, tuple(random_draws))
+                              ctx.budget_bytes, tuple(random_draws), default_tuner,
+                              ctx.full_space().size())
     return results, ctx
 
 
@@ -62,6 +65,7 @@ def run_suite(settings: SuiteSettings, output: Path, workloads: list[str] | None
     growth_name = settings.growth_workload if grown else ""
     sections = [
         _search_quality.section(results),
+        _search_quality.default_space_section(results),
         _alternatives.section(results),
         _quality.measurement_section(results),
         _cost.section(results, grown, growth_name),

@@ -11,8 +11,11 @@ from sqlalchemy import select
 from autotune.predict import Profile
 from autotune.space import Config
 from autotune.store import Database, Job, Trial
-from autotune.tuner import create_job, run_job
+from autotune.tuner import TuneOptions, create_job, run_job
 from benchmarks._harness import WorkloadContext, describe, log
+
+#: The comparison's name for the tuner run as users run it: default options, default space.
+DEFAULT_SPACE = "autotune, default space"
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,30 @@ def tune(ctx: WorkloadContext, db: Database, n_trials: int, profile: bool = True
     """One tuning job on the reduced space; wall time includes the probe, the profile (unless
     ``profile`` is False: the plain search) and confirmation."""
     log(f"{ctx.name}: tuner, {n_trials} search trials{'' if profile else ', no profile'}")
-    job_id = create_job(db, ctx.options(n_trials, profile))
+    return _run(ctx, db, ctx.options(n_trials, profile))
+
+
+def default_options(ctx: WorkloadContext) -> TuneOptions:
+    """``autotune run`` with its default options on the default space; the suite sets only the
+    device, the memory budget and the seed. The smoke run keeps its tiny plan and trial budget
+    (``SuiteSettings.default_space_trials``)."""
+    reduced = ctx.options(1)
+    trials = ctx.settings.default_space_trials
+    if trials is None:
+        return TuneOptions(workload=reduced.workload, device=reduced.device,
+                           max_memory=reduced.max_memory, seed=reduced.seed)
+    return reduced.model_copy(update={"fixed": {}, "ranges": {}, "n_trials": trials})
+
+
+def tune_default(ctx: WorkloadContext, db: Database) -> TunerOutcome:
+    """The tuner as users run it (``default_options``), on the whole default space."""
+    log(f"{ctx.name}: tuner with default options on the default space "
+        f"({ctx.full_space().size():,} configurations)")
+    return _run(ctx, db, default_options(ctx))
+
+
+def _run(ctx: WorkloadContext, db: Database, options: TuneOptions) -> TunerOutcome:
+    job_id = create_job(db, options)
     started = time.monotonic()
     job = run_job(db, job_id)
     wall = time.monotonic() - started
@@ -65,5 +91,5 @@ def tune(ctx: WorkloadContext, db: Database, n_trials: int, profile: bool = True
                         else None)
     config = Config.model_validate(document["config"])
     log(f"{ctx.name}: tuner picked {describe(config)} in {wall:.0f} s")
-    return TunerOutcome(config, n_trials, wall, document["trials"], timings, document["verdict"],
-                        measured_profile)
+    return TunerOutcome(config, options.n_trials, wall, document["trials"], timings,
+                        document["verdict"], measured_profile)

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Section titles, and whether the table's last column is a ratio every row must have.
 SECTIONS = {
     "1. Search quality": True,
+    "1b. The tuner as users run it": True,
     "2. Against what users do instead": True,
     "3. Measurement quality": False,
     "4. Cost of tuning": False,
