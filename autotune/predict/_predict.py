@@ -286,13 +286,8 @@ def predict_columns(profile: Profile, columns: Columns,
             step_unc[where], step_oom[where] = part.uncertainty, part.out_of_memory
             if model is not None:
                 memory[where] = model.predict(float(batch))
-    loader_rate, loader_cpu, loader_unc = np.empty(n), np.empty(n), np.empty(n)
-    receive = np.zeros(n)
-    for workers in np.unique(columns.num_workers):
-        where = columns.num_workers == workers
-        part = _loader_part(profile.loader, int(workers))
-        loader_rate[where], loader_cpu[where] = part.samples_per_s, part.cpu_s_per_sample
-        loader_unc[where], receive[where] = part.uncertainty, part.main_s_per_batch
+    loader_rate, loader_cpu, loader_unc, receive = _loader_columns(profile.loader,
+                                                                   columns.num_workers)
 
     batch = columns.batch_size.astype(np.float64)
     no_workers = columns.num_workers == 0
@@ -393,13 +388,22 @@ def _over_epochs(profile: Profile, columns: Columns, step_rate: FloatArray,
             np.where(has_workers, fill_s + restart_s, 0.0))
 
 
-def _loader_rates(profile: Profile, workers: IntArray, batch: FloatArray) -> FloatArray:
-    """The loader's samples/s with ``workers`` (each at least 1) at ``batch``."""
-    rate, receive = np.empty(len(workers)), np.zeros(len(workers))
+def _loader_columns(points: Sequence[LoaderPoint], workers: IntArray
+                    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Per entry of ``workers``: the loader's samples/s at the profiled batch, its CPU seconds
+    per sample, its uncertainty, and the main process's seconds to receive a batch."""
+    rate, cpu, uncertainty, receive = (np.empty(len(workers)) for _ in range(4))
     for count in np.unique(workers):
         where = workers == count
-        part = _loader_part(profile.loader, int(count))
-        rate[where], receive[where] = part.samples_per_s, part.main_s_per_batch
+        part = _loader_part(points, int(count))
+        rate[where], cpu[where] = part.samples_per_s, part.cpu_s_per_sample
+        uncertainty[where], receive[where] = part.uncertainty, part.main_s_per_batch
+    return rate, cpu, uncertainty, receive
+
+
+def _loader_rates(profile: Profile, workers: IntArray, batch: FloatArray) -> FloatArray:
+    """The loader's samples/s with ``workers`` (each at least 1) at ``batch``."""
+    rate, _, _, receive = _loader_columns(profile.loader, workers)
     return _loader_at_batch(rate, receive, workers, batch, float(profile.loader_batch_size))
 
 
