@@ -1,15 +1,19 @@
-"""``python -m benchmarks [--smoke] [--output PATH] [--workload NAME ...]``."""
+"""``python -m benchmarks [--smoke] [--device DEVICE] [--output PATH] [--workload NAME ...]``."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import tempfile
 from pathlib import Path
 
-from benchmarks._settings import FULL, SMOKE
+from autotune.errors import ConfigError
+from benchmarks._settings import FULL, SMOKE, suite_device
 from benchmarks._suite import run_quality_only, run_suite
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "RESULTS.md"
+#: A full run on a GPU writes here by default, so it never overwrites the CPU report.
+DEFAULT_CUDA_OUTPUT = DEFAULT_OUTPUT.with_name("RESULTS-cuda.md")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -21,19 +25,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--smoke", action="store_true",
                         help="a tiny run of every section (about two minutes); its figures "
                              "check the plumbing, not speed")
+    parser.add_argument("--device", default="cpu",
+                        help="where every run trains: cpu (default), cuda or cuda:N, read as "
+                             "`autotune run --device` reads it")
     parser.add_argument("--output", type=Path, default=None,
                         help=f"where to write the report (default: {DEFAULT_OUTPUT} for the "
-                             "full run, a file in the temporary folder for --smoke)")
+                             f"full run, {DEFAULT_CUDA_OUTPUT.name} beside it on CUDA, a file "
+                             "in the temporary folder for --smoke)")
     parser.add_argument("--workload", action="append", default=None,
                         help="only this workload of the suite (repeatable; default: all)")
     parser.add_argument("--only-quality", action="store_true",
                         help="re-measure section 3 alone (runner against a plain loop) on the "
                              "committed picks and replace it in the report")
     args = parser.parse_args(argv)
-    settings = SMOKE if args.smoke else FULL
+    try:
+        device = suite_device(args.device)
+    except ConfigError as exc:
+        raise SystemExit(f"python -m benchmarks: {exc}") from None
+    if args.only_quality and device != "cpu":
+        raise SystemExit("python -m benchmarks: --only-quality re-measures the CPU picks "
+                         "committed in RESULTS.md; run it with --device cpu")
+    settings = dataclasses.replace(SMOKE if args.smoke else FULL, device=device)
     output = args.output or (
         Path(tempfile.gettempdir()) / "autotune-benchmarks-smoke.md" if args.smoke
-        else DEFAULT_OUTPUT
+        else DEFAULT_OUTPUT if device == "cpu" else DEFAULT_CUDA_OUTPUT
     )
     if args.only_quality:
         print(run_quality_only(settings, output, args.workload))

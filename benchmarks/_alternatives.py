@@ -40,22 +40,32 @@ def defaults(ctx: WorkloadContext) -> Alternative:
                        "DataLoader defaults, the workload's own batch size")
 
 
+_CHECKLIST_COMMON = "batch x2, workers = cores, prefetch 2, persistent workers, "
+_CHECKLIST_CPU = (
+    "channels_last on 4-D inputs, AMP where the hardware runs it natively (bf16 on this CPU if "
+    "it has avx512_bf16/amx_bf16); pinning and cuDNN items are CUDA-only"
+)
+_CHECKLIST_CUDA = (
+    "pin_memory, device prefetch, channels_last on 4-D inputs, AMP where the GPU runs it "
+    "natively (bf16 from compute capability 8.0, else fp16), cudnn.benchmark, TF32 (8.0 and "
+    "newer)"
+)
+
+
 def checklist(ctx: WorkloadContext) -> Alternative:
-    """The seeds' checklist applied blindly, on the tuner's full space for this device."""
-    return Alternative(
-        "seeds' checklist", ctx.full_space().checklist(),
-        "batch x2, workers = cores, prefetch 2, persistent workers, channels_last on 4-D "
-        "inputs, AMP where the hardware runs it natively (bf16 on this CPU if it has "
-        "avx512_bf16/amx_bf16); pinning and cuDNN items are CUDA-only",
-    )
+    """The seeds' checklist applied blindly, on the tuner's full space for this device (on
+    CUDA its CUDA-only items too)."""
+    items = _CHECKLIST_CUDA if ctx.probe.device.is_cuda else _CHECKLIST_CPU
+    return Alternative("seeds' checklist", ctx.full_space().checklist(),
+                       _CHECKLIST_COMMON + items)
 
 
 def lightning(ctx: WorkloadContext) -> Alternative:
     """Lightning's batch-size finder (power mode) and its suggested ``num_workers``."""
     top = max(ctx.grid.batch_sizes)
     answer = run_module("benchmarks._finders", {
-        "finder": "lightning", "workload": ctx.grid.workload, "max_batch": top,
-        "budget_bytes": ctx.budget_bytes,
+        "finder": "lightning", "workload": ctx.grid.workload, "device": ctx.settings.device,
+        "max_batch": top, "budget_bytes": ctx.budget_bytes,
     }, _FINDER_TIMEOUT_S)
     if answer["outcome"] != "ok":
         return Alternative("Lightning rules", None, f"not run: {answer['error']}")
@@ -73,8 +83,8 @@ def accelerate(ctx: WorkloadContext) -> Alternative:
     """Accelerate's ``find_executable_batch_size``; Accelerate has no rule for workers."""
     top = max(ctx.grid.batch_sizes)
     answer = run_module("benchmarks._finders", {
-        "finder": "accelerate", "workload": ctx.grid.workload, "max_batch": top,
-        "budget_bytes": ctx.budget_bytes,
+        "finder": "accelerate", "workload": ctx.grid.workload, "device": ctx.settings.device,
+        "max_batch": top, "budget_bytes": ctx.budget_bytes,
     }, _FINDER_TIMEOUT_S)
     if answer["outcome"] != "ok":
         return Alternative("Accelerate finder", None, f"not run: {answer['error']}")
@@ -244,10 +254,10 @@ def section(results: Sequence[WorkloadResults]) -> Section:
     at_limit = [r.name for r in results if any(a.at_limit for a in r.alternatives)]
     if at_limit:
         out.findings.append(
-            "Batch-size finders on a CPU: nothing ran out of memory within the limits they were "
+            "Batch-size finders: nothing ran out of memory within the limits they were "
             f"given (the grid's largest batch, and the memory budget), so on {', '.join(at_limit)} "
             "they returned the largest batch allowed. Finding the largest batch that fits, "
-            "their purpose, cannot apply here; what is compared is the configuration they "
+            "their purpose, did not come into play; what is compared is the configuration they "
             "leave the user with (that batch, Lightning's worker rule, no AMP)."
         )
     return out

@@ -102,7 +102,8 @@ def describe(config: Config) -> str:
 
 
 class WorkloadContext:
-    """One built-in workload, probed once, with the suite's plan and memory budget."""
+    """One built-in workload, probed once on the suite's device, with the suite's plan and
+    memory budget (of host memory on a CPU, of device memory on CUDA, as the tuner holds it)."""
 
     def __init__(self, grid: WorkloadGrid, settings: SuiteSettings, probe: ProbeResult) -> None:
         self.grid = grid
@@ -112,7 +113,7 @@ class WorkloadContext:
 
     @classmethod
     def open(cls, grid: WorkloadGrid, settings: SuiteSettings) -> WorkloadContext:
-        return cls(grid, settings, probe_workload(grid.workload, "cpu"))
+        return cls(grid, settings, probe_workload(grid.workload, settings.device))
 
     @property
     def name(self) -> str:
@@ -129,7 +130,7 @@ class WorkloadContext:
             max_memory=self.settings.max_memory,
             fixed=dict(FIXED_KNOBS),
             ranges=self.grid.ranges(),
-            device="cpu",
+            device=self.settings.device,
             seed=self.settings.seed,
             warmup_steps=plan.warmup_steps,
             min_steps=plan.min_steps,
@@ -156,9 +157,10 @@ class WorkloadContext:
     def measure(self, config: Config) -> Run:
         """One run of ``config`` through autotune's trial runner, as the tuner measures."""
         result = run_trial(
-            self.grid.workload, config, "cpu", self.settings.plan,
+            self.grid.workload, config, self.settings.device, self.settings.plan,
             self.settings.trial_timeout_s, memory_budget_bytes=self.budget_bytes,
-            budget_is_host_memory=True,
+            budget_is_host_memory=not self.probe.device.is_cuda,
+            device_uuid=self.probe.device_uuid,
         )
         return Run(
             outcome=result.outcome,

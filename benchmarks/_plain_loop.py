@@ -2,7 +2,10 @@
 
 Run as ``python -m benchmarks._plain_loop`` with a JSON request on stdin; prints one JSON line.
 It takes only the workload's factories from autotune (the user's code) and writes the rest
-the way a user would: a ``DataLoader``, the model, the optimizer and ``time.perf_counter``.
+the way a user would: a ``DataLoader``, the model, the optimizer and ``time.perf_counter``. On
+CUDA it copies each batch to the GPU (without blocking when memory is pinned), sets
+``cudnn.benchmark`` as configured, and synchronizes the GPU before reading the clock at each end
+of the timed window, so the window holds the GPU's work, not only the host's dispatch of it.
 
 Two modes:
 
@@ -37,6 +40,20 @@ from autotune.workload import load_workload
 #: Distinct batches kept in memory for the ``memory`` mode; values do not change speed.
 _MEMORY_BATCHES = 4
 
+#: Settings this loop does not write, with the value it runs as: the suite's reduced space
+#: holds each at that value, so the tuner's picks never need them.
+_NOT_WRITTEN = {"device_prefetch": False, "tf32": None, "compile": "off", "grad_accum_steps": 1}
+
+
+def _refuse_unwritten(config: dict[str, Any]) -> None:
+    unwritten = [f"{name}={config[name]}" for name, value in _NOT_WRITTEN.items()
+                 if config[name] != value]
+    if config["amp"] == "fp16":
+        unwritten.append("amp=fp16 (it would need a GradScaler)")
+    if unwritten:
+        raise SystemExit(f"the plain loop does not write {', '.join(unwritten)}; compare it "
+                         "on a configuration without them")
+
 
 def _loader(workload: Any, config: dict[str, Any]) -> DataLoader[Any]:
     extra: dict[str, Any] = {}
@@ -56,8 +73,11 @@ def _endless(loader: DataLoader[Any]) -> Iterator[Any]:
         yield from loader
 
 
-def _prepare(batch: Any, channels_last: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    inputs, target = batch[0], batch[1]
+def _prepare(batch: Any, device: torch.device, non_blocking: bool,
+             channels_last: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """One batch on the device (a no-op on a CPU), channels_last if chosen."""
+    inputs = batch[0].to(device, non_blocking=non_blocking)
+    target = batch[1].to(device, non_blocking=non_blocking)
     if channels_last and inputs.dim() == 4:
         inputs = inputs.contiguous(memory_format=torch.channels_last)
     return inputs, target
@@ -66,31 +86,37 @@ def _prepare(batch: Any, channels_last: bool) -> tuple[torch.Tensor, torch.Tenso
 def main() -> None:
     request = json.loads(sys.stdin.read())
     config, plan, mode = request["config"], request["plan"], request["mode"]
+    device = torch.device(request.get("device", "cpu"))
+    _refuse_unwritten(config)
     torch.manual_seed(plan.get("seed", 0))
     workload = load_workload(request["workload"])
     loss_fn = workload.loss
     if loss_fn is None:
         raise SystemExit("the plain loop times workloads with a loss function (the built-ins)")
-    model = workload.model()
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = config["cudnn_benchmark"]
+    model = workload.model().to(device)
     if config["channels_last"]:
         model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     model.train()
     optimizer = workload.optimizer(model.parameters())
     loader = _loader(workload, config)
+    non_blocking = config["pin_memory"] and device.type == "cuda"
     if mode == "memory":
-        kept = [_prepare(b, config["channels_last"])
+        kept = [_prepare(b, device, False, config["channels_last"])
                 for b in itertools.islice(_endless(loader), _MEMORY_BATCHES)]
         del loader  # no loader, no workers while timing
         batches: Iterator[Any] = itertools.cycle(kept)
     else:
-        batches = (_prepare(b, config["channels_last"]) for b in _endless(loader))
-    dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[config["amp"]]
+        batches = (_prepare(b, device, non_blocking, config["channels_last"])
+                   for b in _endless(loader))
+    dtype = {"off": None, "bf16": torch.bfloat16}[config["amp"]]
 
     def step() -> int:
         inputs, target = next(batches)
         if workload.device_transform is not None:
             inputs = workload.device_transform(inputs)
-        autocast = (torch.autocast("cpu", dtype=dtype) if dtype is not None
+        autocast = (torch.autocast(device.type, dtype=dtype) if dtype is not None
                     else contextlib.nullcontext())
         with autocast:
             loss = loss_fn(model(inputs), target)
@@ -99,6 +125,12 @@ def main() -> None:
         optimizer.zero_grad(set_to_none=True)
         return int(inputs.shape[0])
 
+    def clock() -> float:
+        """The time once the device has finished the work queued so far."""
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
     if mode == "memory":
         for _ in range(max(plan["warmup_steps"], config["num_workers"] + 1)):
             step()
@@ -106,14 +138,16 @@ def main() -> None:
         for _ in range(len(loader)):  # one whole epoch of warm-up
             step()
     samples, steps = 0, 0
-    start = time.perf_counter()
+    start = clock()
     while True:
         samples += step()
         steps += 1
-        elapsed = time.perf_counter() - start
+        # The host's clock decides when to stop; the window's end waits for the device.
         whole_epochs = mode == "memory" or steps % len(loader) == 0
-        if whole_epochs and steps >= plan["min_steps"] and elapsed >= plan["min_seconds"]:
+        if (whole_epochs and steps >= plan["min_steps"]
+                and time.perf_counter() - start >= plan["min_seconds"]):
             break
+    elapsed = clock() - start
     print(json.dumps({"outcome": "ok", "samples_per_s": samples / elapsed, "window_s": elapsed,
                       "steps": steps}), flush=True)
     os._exit(0)  # do not wait on loader workers at teardown; the parent kills the group

@@ -63,6 +63,7 @@ def plain_loop(ctx: WorkloadContext, config: Config, mode: str) -> Run:
     started = time.monotonic()
     answer = run_module("benchmarks._plain_loop", {
         "workload": ctx.grid.workload, "config": config.model_dump(), "mode": mode,
+        "device": ctx.settings.device,
         "plan": {"warmup_steps": plan.warmup_steps, "min_steps": plan.min_steps,
                  "min_seconds": plan.min_seconds, "seed": plan.seed},
     }, ctx.settings.trial_timeout_s)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import torch
 
@@ -57,9 +58,23 @@ def _version(package: str) -> str:
         return "not installed"
 
 
+def device_line(device: str, machine: dict[str, Any]) -> str:
+    """The report's ``- Device:`` line: the GPU by name and memory, or the CPU-only note."""
+    if machine["device_type"] == "cuda":
+        capability = ".".join(map(str, machine["compute_capability"] or ())) or "unknown"
+        return (f"- Device: {machine['device_name']} ({device}), "
+                f"{machine['device_memory_bytes'] / 2**30:.1f} GiB, compute capability "
+                f"{capability}, CUDA {machine['cuda']}, cuDNN {machine['cudnn']}; CUDA-only "
+                "knobs are held at PyTorch's defaults in the reduced space, set by the seeds' "
+                "checklist and searched in section 1b.")
+    why = ("--device cpu on a machine with a GPU" if torch.cuda.is_available()
+           else "no GPU was available to this run")
+    return f"- Device: CPU only ({why}; CUDA-only knobs are not searched)."
+
+
 def header(settings: SuiteSettings, wall_s: float, load: tuple[float, float]) -> str:
     plan = settings.plan
-    machine = fingerprint(torch.device("cpu"))
+    machine = fingerprint(torch.device(settings.device))
     memory = machine["host_memory_bytes"] / 2**30
     versions = ", ".join(f"{p} {_version(p)}" for p in _PACKAGES)
     grids = "; ".join(
@@ -74,13 +89,14 @@ def header(settings: SuiteSettings, wall_s: float, load: tuple[float, float]) ->
         f"- Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; whole suite took {wall_s / 60:.1f} min.",
         f"- Machine: {machine['cpu_model']}, {machine['cpu_count']} cores, {memory:.0f} GiB RAM, "
         f"{machine['platform']}, Python {machine['python']}.",
-        "- Device: CPU only (no GPU was available to this run; CUDA-only knobs are not searched).",
+        device_line(settings.device, machine),
         f"- Versions: {versions}.",
         f"- Load average (1 min) at start / end: {load[0]:.2f} / {load[1]:.2f}. The machine was "
         "shared: other processes can add noise, which is why every comparison is interleaved.",
         f"- Measurement plan (every search trial, every method): warm-up {plan.warmup_steps} steps "
         f"(at least workers+1), then a window of at least {plan.min_steps} steps and "
-        f"{plan.min_seconds:g} s; memory budget {settings.max_memory}; each run a fresh process.",
+        f"{plan.min_seconds:g} s; memory budget {settings.max_memory}"
+        f"{' of GPU memory' if settings.on_cuda else ''}; each run a fresh process.",
         f"- Reduced space: {grids}; held at PyTorch's defaults: {fixed}.",
         f"- Tuner: confirmation of the top {settings.confirm_top} candidates and the baseline "
         f"over {settings.confirm_rounds} rounds, each run with a window "

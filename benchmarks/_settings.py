@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune.measure import MeasurePlan
+from autotune.measure import MeasurePlan, resolve_device
 from autotune.space import Config
 
 #: Workload files of the suite's own making, each built to mislead a rule of thumb.
@@ -51,7 +51,21 @@ FIXED_KNOBS: dict[str, Any] = {
     # torch.compile costs 15 s and more per compiled trial on this CPU: a grid over it would
     # take most of the suite; its own tests measure it (tests/test_compile.py).
     "compile": "off",
+    # CUDA-only knobs: held so that a CUDA grid has the CPU grid's shape and size (on a CPU they
+    # do not apply and holding them changes nothing). The seeds' checklist turns them on and
+    # section 1b's default space searches them.
+    "pin_memory": False,
+    "device_prefetch": False,
+    "cudnn_benchmark": False,
+    "tf32": None,
 }
+
+
+def suite_device(requested: str) -> str:
+    """``--device`` as ``autotune run --device`` reads it (cpu, cuda, cuda:N), written as
+    ``cpu`` or ``cuda:N``; raises :class:`autotune.errors.ConfigError`, saying what to use
+    instead, when the device is not on this machine."""
+    return str(resolve_device(requested))
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,13 @@ class SuiteSettings:
     #: defaults in everything (the smoke run keeps its own tiny plan and budget instead).
     default_space_trials: int | None = None
     notes: tuple[str, ...] = field(default=())
+    #: Where every run trains (``--device``): ``cpu`` or ``cuda:N``, as :func:`suite_device`
+    #: writes it.
+    device: str = "cpu"
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.device.startswith("cuda")
 
 
 _CPU_BATCHES = (32, 64, 128, 256)

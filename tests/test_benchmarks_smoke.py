@@ -1,4 +1,5 @@
-"""The benchmark suite's smoke run writes a report with every section, each holding numbers."""
+"""The benchmark suite's smoke run writes a report with every section, each holding numbers,
+on the CPU and (where one is present) on a CUDA GPU."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Section titles, and whether the table's last column is a ratio every row must have.
@@ -23,6 +25,8 @@ SECTIONS = {
 HEADER_ITEMS = ("- Date:", "- Machine:", "- Device:", "- Versions:", "- Measurement plan")
 #: A figure as the report writes it: 1,234 / 0.95x / 12.5% / 17 s.
 FIGURE = re.compile(r"^\d[\d,]*(\.\d+)?(x|%| s)?$")
+#: Seconds the smoke run may take: a GPU run also compiles in section 1b's default space.
+TIMEOUT_S = {"cpu": 360, "cuda": 540}
 
 
 def _sections(report: str) -> dict[str, str]:
@@ -35,15 +39,16 @@ def _table_rows(section: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
 
 
-@pytest.mark.slow
-def test_smoke_suite_writes_every_section_with_numbers(tmp_path: Path) -> None:
-    output = tmp_path / "RESULTS.md"
-    completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--smoke", "--output", str(output)],
-        cwd=ROOT, capture_output=True, text=True, timeout=360,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    report = output.read_text()
+def _device_line(report: str) -> str:
+    return next(line for line in report.splitlines() if line.startswith("- Device:"))
+
+
+def _expected_device(device: str) -> str:
+    """What the report's device line must name: the GPU's name on CUDA."""
+    return torch.cuda.get_device_name(0) if device == "cuda" else "CPU only"
+
+
+def assert_every_section_has_numbers(report: str) -> None:
     for item in HEADER_ITEMS:
         assert item in report, f"the header lacks {item!r}"
     sections = _sections(report)
@@ -59,3 +64,18 @@ def test_smoke_suite_writes_every_section_with_numbers(tmp_path: Path) -> None:
             assert any(FIGURE.match(cell) for cell in row), f"{title}: a row has no figure: {row}"
             if ends_in_ratio:
                 assert FIGURE.match(row[-1]), f"{title}: a row has no ratio: {row}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_smoke_suite_writes_every_section_with_numbers(tmp_path: Path, device: str) -> None:
+    output = tmp_path / "RESULTS.md"
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--smoke", "--device", device,
+         "--output", str(output)],
+        cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S[device],
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = output.read_text()
+    assert _expected_device(device) in _device_line(report)
+    assert_every_section_has_numbers(report)
