@@ -419,6 +419,26 @@ def test_enqueue_candidates_skips_known_outside_and_infeasible() -> None:
     assert enqueue_candidates(study, space, queued, "predicted") == []  # the study alone knows
 
 
+def test_a_space_holding_prefetch_at_pytorchs_default_queues_the_predicted_and_the_checklist(
+) -> None:
+    # `--fix prefetch_factor=null`, as the benchmarks' reduced spaces hold it: with workers,
+    # unset is PyTorch's 2, so a configuration with workers is in the space whichever it says.
+    space = SearchSpace(CPU, TOKENS, fixed={"prefetch_factor": None},
+                        ranges={"batch_size": "32,64", "num_workers": "0,2,8"})
+    study = new_study(space, 10)
+    enqueue_first_trials(study, space)
+    predicted = [Config(batch_size=32, num_workers=8), Config(batch_size=64, num_workers=8,
+                                                              prefetch_factor=2)]
+    queued = [config.normalized() for config in predicted]
+    assert enqueue_candidates(study, space, predicted, "predicted") == queued
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    assert [t.user_attrs["phase"] for t in waiting] == [
+        "baseline", "checklist", "predicted", "predicted"]
+    measure = FakeMeasure()
+    run_search(study, space, SearchState(InfeasibleSet()), measure, 4)
+    assert [c for c, _, _ in measure.calls] == [space.baseline(), space.checklist(), *queued]
+
+
 def test_enqueue_candidates_on_a_resumed_study_queues_nothing_twice(tmp_path: Path) -> None:
     space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "64..512"})
     url = f"sqlite:///{tmp_path / 'study.db'}"

@@ -58,10 +58,11 @@ def params_of(space: SearchSpace, config: Config, ordinal: bool = True) -> dict[
     params: dict[str, Any] = {}
     for name in _asked_knobs(space, with_workers=config.num_workers > 0):
         ordered = space.ordered_values(name) if ordinal else None
+        value = space.spelling(name, data[name])
         if ordered is None:
-            params[name] = data[name]
+            params[name] = value
         else:
-            params[index_param(name)] = ordered.index(data[name])
+            params[index_param(name)] = ordered.index(value)
     return params
 
 

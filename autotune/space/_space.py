@@ -91,6 +91,19 @@ class _Interval:
     hi: int | None
 
 
+def _prefetch_setting(value: int | None) -> int:
+    """The prefetch factor a DataLoader with workers uses: unset is PyTorch's default."""
+    return TORCH_DEFAULT_PREFETCH_FACTOR if value is None else value
+
+
+def _one_spelling_each(prefetch_factors: Iterable[int | None]) -> tuple[int | None, ...]:
+    """The values with unset and PyTorch's 2, one setting, kept once, as first written."""
+    kept: dict[int, int | None] = {}
+    for value in prefetch_factors:
+        kept.setdefault(_prefetch_setting(value), value)
+    return tuple(kept.values())
+
+
 def _parse_range(name: str, raw: Any) -> tuple[Any, ...] | _Interval:
     """A range is ``"lo..hi"`` / ``{"min": lo, "max": hi}`` (numbers) or a list of values."""
     option = "--range"
@@ -173,6 +186,8 @@ class SearchSpace:
                     raise ConfigError(self._batch_refusal(values[0]))
             if not values:
                 raise ConfigError(self._no_values_left(name))
+            if name == "prefetch_factor":
+                values = _one_spelling_each(values)
             self.choices[name] = values
         self._check_amp_fix(fixed_values)
         self._baseline_overrides = {
@@ -305,12 +320,21 @@ class SearchSpace:
             return None
         return tuple(sorted(values))
 
+    def spelling(self, name: str, value: Any) -> Any:
+        """``value`` as this space's choices write it: with workers, an unset prefetch_factor
+        and PyTorch's 2 are one setting, and the space holds one of the two."""
+        if name == "prefetch_factor":
+            for choice in self.choices[name]:
+                if _prefetch_setting(choice) == _prefetch_setting(value):
+                    return choice
+        return value
+
     def contains(self, config: Config) -> bool:
         data = config.normalized().model_dump()
         for name, choices in self.choices.items():
             if KNOBS[name].needs_workers and config.num_workers == 0:
                 continue
-            if data[name] not in choices:
+            if self.spelling(name, data[name]) not in choices:
                 return False
         return True
 
