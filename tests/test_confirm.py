@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from collections import defaultdict
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from autotune.recommend import confirm
 from autotune.recommend._confirm import RACE_MARGIN, CandidateRuns
+from autotune.recommend._document import speedup_sentence
 from autotune.space import Config
 from autotune.store import TrialRecord
 
@@ -106,6 +108,52 @@ def test_the_last_round_drops_nobody_and_one_round_races_nothing() -> None:
     assert result.winner.config == BASELINE
 
 
+def test_a_winner_that_lost_a_round_must_win_the_tie_break_or_the_baseline_stays() -> None:
+    # bs 64 is ahead on the median of three rounds but lost round 2: it and the baseline run
+    # three more paired rounds, of which it wins one; 2 of 6 is no evidence, the baseline stays.
+    lucky = Config(batch_size=64)
+    measure, asked = measured({BASELINE: [100, 100, 100, 100, 100, 100],
+                               lucky: [110, 95, 104, 97, 99, 96]})
+    told: list[tuple[Config, int]] = []
+    result = confirm(BASELINE, [lucky], 3, measure,
+                     on_tie_break=lambda config, rounds: told.append((config, rounds)))
+    assert result is not None
+    assert told == [(lucky, 3)]
+    assert asked.count(lucky) == 6 and asked.count(BASELINE) == 6
+    assert result.winner is result.baseline and result.within_noise
+    assert result.tie_break_rounds == 3 and result.tie_break_candidate is result.candidates[0]
+    assert result.paired_ratios == []
+    assert sum(r > 1 for r in result.ratios_of(result.candidates[0])) == 2
+    sentence = speedup_sentence(result)
+    assert "faster than the baseline in only 2 of 6 paired rounds" in sentence
+    assert "keep your current settings" in sentence
+
+
+def test_a_winner_that_lost_a_round_and_wins_most_of_the_tie_break_stays_flagged() -> None:
+    close = Config(batch_size=64)
+    measure, asked = measured({BASELINE: [100, 100, 100, 100, 100, 100],
+                               close: [106, 98, 105, 104, 103, 99]})
+    result = confirm(BASELINE, [close], 3, measure)
+    assert result is not None
+    assert asked.count(close) == 6
+    assert result.winner.config == close and result.within_noise
+    assert len(result.paired_ratios) == 6
+    assert "not reliably faster" in speedup_sentence(result)
+
+
+def test_a_winner_ahead_in_every_round_needs_no_tie_break_and_none_can_be_asked() -> None:
+    fast, close = Config(batch_size=64), Config(batch_size=128)
+    measure, asked = measured({BASELINE: [100, 100], fast: [120, 118], close: [120, 90]})
+    result = confirm(BASELINE, [fast, close], 2, measure)
+    assert result is not None and result.tie_break_rounds == 0
+    assert len(asked) == 6 and result.winner.config == fast and not result.within_noise
+    # Without a tie-break (0 rounds) a winner that lost a round is picked on its median.
+    measure, asked = measured({BASELINE: [100, 100, 100], close: [120, 90, 120]})
+    result = confirm(BASELINE, [close], 3, measure, tie_break_rounds=0)
+    assert result is not None and result.winner.config == close and result.within_noise
+    assert len(asked) == 6
+
+
 speeds_strategy = st.lists(st.floats(min_value=1.0, max_value=1000.0), min_size=3, max_size=3)
 
 
@@ -122,7 +170,7 @@ def test_race_invariants(table: list[list[float]], dominant: int, margin: float)
     table[dominant] = [max(column) for column in zip(*table, strict=True)]
     speeds = dict(zip(configs, table, strict=True))
     measure, asked = measured(speeds)
-    result = confirm(BASELINE, configs[1:], 3, measure, race_margin=margin)
+    result = confirm(BASELINE, configs[1:], 3, measure, race_margin=margin, tie_break_rounds=0)
     assert result is not None
     assert len(asked) <= 3 * len(configs)
     entries: list[CandidateRuns] = [result.baseline, *result.candidates]
@@ -139,6 +187,31 @@ def test_race_invariants(table: list[list[float]], dominant: int, margin: float)
             fastest = max(speeds[config][index] for config in configs)
             speed = entry.runs[index].samples_per_s
             assert speed is not None and speed < (1 - margin) * fastest
+
+
+@settings(max_examples=200, deadline=None)
+@given(base=st.lists(st.floats(min_value=50.0, max_value=150.0), min_size=4, max_size=4),
+       other=st.lists(st.floats(min_value=50.0, max_value=150.0), min_size=4, max_size=4))
+def test_a_recommended_change_beat_the_baseline_in_most_paired_rounds(
+        base: list[float], other: list[float]) -> None:
+    """Whatever the speeds over 2 rounds and a 2-round tie-break: a winner other than the
+    baseline beat it in every round, or in most rounds and on the median after the tie-break;
+    and the tie-break ran exactly when the first two rounds left a doubt."""
+    candidate = Config(batch_size=64)
+    measure, asked = measured({BASELINE: base, candidate: other})
+    result = confirm(BASELINE, [candidate], 2, measure)
+    assert result is not None
+    raced_out = other[0] < (1 - RACE_MARGIN) * base[0]
+    ahead_at_first = statistics.median(other[:2]) > statistics.median(base[:2])
+    doubt = (not raced_out and ahead_at_first
+             and min(o / b for o, b in zip(other[:2], base[:2], strict=True)) <= 1.0)
+    assert result.tie_break_rounds == (2 if doubt else 0)
+    assert len(asked) == (3 if raced_out else 8 if doubt else 4)
+    if result.winner is not result.baseline:
+        ratios = result.paired_ratios
+        assert all(r > 1.0 for r in ratios) or (
+            len(ratios) == 4 and sum(r > 1.0 for r in ratios) >= 3
+            and statistics.median(other) > statistics.median(base))
 
 
 @pytest.mark.slow

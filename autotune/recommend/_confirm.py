@@ -4,6 +4,11 @@ The confirmation is a race (as in F-Race, Birattari et al. 2002): after each rou
 a candidate that cannot become either answer any more leaves it, so the rounds that decide are
 spent on the configurations still in contention. The baseline runs every round, since every
 speedup is paired with it.
+
+A winner that did not beat the baseline in every round is not taken on its median alone: it and
+the baseline run a tie-break of as many paired rounds again, and it stays the recommendation
+only if it was faster than the baseline in most of the paired rounds and on the median. A
+change that cannot show it is faster is not recommended over what the user runs today.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from autotune.store import TrialRecord
 ConfirmFn = Callable[[Config], TrialRecord | None]
 #: Told of a candidate the moment it leaves the race (its entry and the rounds it is spared).
 LeaveFn = Callable[["CandidateRuns", int], None]
+#: Told when the winner and the baseline start a tie-break (the winner's configuration, the
+#: paired rounds added).
+TieBreakFn = Callable[[Config, int], None]
 
 #: A candidate leaves the race once it ran more than this fraction slower than the leader in
 #: every round so far (paired within each round, so a slow drift of the machine does not
@@ -79,6 +87,10 @@ class Confirmation:
     winner: CandidateRuns
     #: Per-round ratios winner / baseline (paired: measured in the same round).
     paired_ratios: list[float]
+    #: Paired rounds the tie-break added (0 when the first winner beat the baseline in every
+    #: round); and the candidate it measured, which is the baseline's runner-up when it lost.
+    tie_break_rounds: int = 0
+    tie_break_candidate: CandidateRuns | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -86,6 +98,10 @@ class Confirmation:
         if not self.baseline.usable:
             return None
         return self.winner.median_run_samples_per_s / self.baseline.median_run_samples_per_s
+
+    def ratios_of(self, entry: CandidateRuns) -> list[float]:
+        """``entry`` / baseline per round (paired), over the user's run."""
+        return _paired_ratios(entry, self.baseline)
 
     @property
     def within_noise(self) -> bool:
@@ -122,6 +138,8 @@ def confirm(
     run_samples: int | None = None,
     race_margin: float = RACE_MARGIN,
     on_leave: LeaveFn | None = None,
+    tie_break_rounds: int | None = None,
+    on_tie_break: TieBreakFn | None = None,
 ) -> Confirmation | None:
     """Measure baseline and candidates up to ``rounds`` times each in fresh processes.
 
@@ -129,7 +147,9 @@ def confirm(
     round before, so slow drifts of the machine (thermal, other load) fall on all of them alike.
     Between rounds, candidates that can no longer win leave (see ``_leaving``). The winner is
     picked among those that ran every round, by its median throughput over a run of
-    ``run_samples`` samples, compile time included. Returns None when cancelled.
+    ``run_samples`` samples, compile time included. A winner that did not beat the baseline in
+    every round goes to a tie-break against it (see ``_tie_break``; ``tie_break_rounds``
+    paired rounds, ``rounds`` by default, 0 for none). Returns None when cancelled.
     """
     entries = [CandidateRuns(config, run_samples=run_samples)
                for config in (baseline, *candidates)]
@@ -152,14 +172,49 @@ def confirm(
     winner = max(usable, key=lambda entry: entry.median_run_samples_per_s, default=base)
     if base.usable and winner.median_run_samples_per_s <= base.median_run_samples_per_s:
         winner = base
-    ratios = []
-    if winner is not base and base.usable:
-        ratios = [
-            winner.over_run(w) / base.over_run(b)
-            for w, b in zip(winner.runs, base.runs, strict=True)
-            if base.over_run(b)
-        ]
-    return Confirmation(baseline=base, candidates=others, winner=winner, paired_ratios=ratios)
+    extra = rounds if tie_break_rounds is None else tie_break_rounds
+    tried, tie_broken = None, 0
+    if winner is not base and base.usable and extra > 0 and min(
+            _paired_ratios(winner, base), default=0.0) <= 1.0:
+        tried, tie_broken = winner, extra
+        if on_tie_break is not None:
+            on_tie_break(winner.config, extra)
+        if not _tie_break(winner, base, extra, measure):
+            return None
+        if not (winner.usable and base.usable and _reliably_faster(winner, base)):
+            winner = base
+    ratios = _paired_ratios(winner, base) if winner is not base and base.usable else []
+    return Confirmation(baseline=base, candidates=others, winner=winner, paired_ratios=ratios,
+                        tie_break_rounds=tie_broken, tie_break_candidate=tried)
+
+
+def _paired_ratios(entry: CandidateRuns, baseline: CandidateRuns) -> list[float]:
+    """``entry`` / ``baseline`` per round, over the user's run (paired within each round)."""
+    return [entry.over_run(mine) / baseline.over_run(theirs)
+            for mine, theirs in zip(entry.runs, baseline.runs, strict=True)
+            if baseline.over_run(theirs)]
+
+
+def _tie_break(winner: CandidateRuns, baseline: CandidateRuns, rounds: int,
+               measure: ConfirmFn) -> bool:
+    """Measure ``winner`` and ``baseline`` ``rounds`` more times each, alternating which runs
+    first. False when cancelled."""
+    for round_index in range(rounds):
+        pair = (winner, baseline) if round_index % 2 else (baseline, winner)
+        for entry in pair:
+            run = measure(entry.config)
+            if run is None:
+                return False
+            entry.runs.append(run)
+    return True
+
+
+def _reliably_faster(winner: CandidateRuns, baseline: CandidateRuns) -> bool:
+    """Faster than the baseline in more than half of the paired rounds, and on the median."""
+    ratios = _paired_ratios(winner, baseline)
+    wins = sum(ratio > 1.0 for ratio in ratios)
+    return (2 * wins > len(ratios)
+            and winner.median_run_samples_per_s > baseline.median_run_samples_per_s)
 
 
 def _leaving(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -48,6 +49,13 @@ def speedup_sentence(confirmation: Confirmation) -> str:
     if speedup is None:
         return ("The baseline itself failed or broke the memory budget when re-measured, so no "
                 "speedup over it can be given.")
+    lost = confirmation.tie_break_candidate
+    if confirmation.winner is confirmation.baseline and lost is not None:
+        ratios = confirmation.ratios_of(lost)
+        faster = sum(ratio > 1.0 for ratio in ratios)
+        return (f"The fastest candidate was faster than the baseline in only {faster} of "
+                f"{len(ratios)} paired rounds (median {statistics.median(ratios):.2f}x), which "
+                "is within the noise of this machine; keep your current settings.")
     if confirmation.winner is confirmation.baseline:
         return ("No candidate beat the baseline when re-measured side by side; keep your "
                 "current settings.")
@@ -120,6 +128,8 @@ def build_document(
         "batch_change": batch_change,
         "speedup_spread": {"min": min(ratios), "max": max(ratios)} if ratios else None,
         "within_noise": confirmation.within_noise,
+        # The extra paired rounds of a winner that did not beat the baseline every round.
+        "tie_break": _tie_break_entry(confirmation),
         "verdict": speedup_sentence(confirmation) + compile_sentence(confirmation),
         "trials": trial_counts,
         "diagnosis": diagnosis,
@@ -141,3 +151,15 @@ def build_document(
         "job_id": job_id,
         "created_at": datetime.now(UTC).isoformat(),
     }
+
+
+def _tie_break_entry(confirmation: Confirmation) -> dict[str, Any] | None:
+    """The tie-break's candidate, its paired rounds in all and those it won, and whether it
+    stayed the recommendation; null when none was needed."""
+    entry = confirmation.tie_break_candidate
+    if entry is None:
+        return None
+    ratios = confirmation.ratios_of(entry)
+    return {"config": entry.config.public_dict(), "added_rounds": confirmation.tie_break_rounds,
+            "paired_rounds": len(ratios), "faster_rounds": sum(r > 1.0 for r in ratios),
+            "kept": entry is confirmation.winner}

@@ -463,7 +463,8 @@ class _JobRun:
                                          entry.left_because)
 
         confirmation = confirm(baseline, candidates, self.options.confirm_rounds, measure_once,
-                               self.run_samples, on_leave=left)
+                               self.run_samples, on_leave=left,
+                               on_tie_break=self.reporter.tie_break_started)
         if confirmation is None:
             raise JobCancelled
         return confirmation

@@ -41,6 +41,10 @@ class Reporter:
         """A confirmation candidate left the race after ``after_round`` rounds (``reason``);
         the confirmation runs ``runs_saved`` fewer re-measurements."""
 
+    def tie_break_started(self, config: Config, rounds: int) -> None:
+        """The confirmation's winner did not beat the baseline every round: the two run
+        ``rounds`` more paired rounds."""
+
     def trial_skipped(self, config: Config, reason: str) -> None:
         """A configuration was ruled out without running it."""
 
