@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune.measure import MeasurePlan
 from autotune.runner import ProbeResult, kill_group, probe_workload, run_trial
 from autotune.space import Config, SearchSpace
 from autotune.tuner import TuneOptions, parse_memory
@@ -154,10 +155,11 @@ class WorkloadContext:
         """PyTorch's defaults with the workload's own batch size."""
         return Config(batch_size=self.probe.workload.batch_size)
 
-    def measure(self, config: Config) -> Run:
-        """One run of ``config`` through autotune's trial runner, as the tuner measures."""
+    def measure(self, config: Config, plan: MeasurePlan | None = None) -> Run:
+        """One run of ``config`` through autotune's trial runner, as the tuner measures (with
+        the suite's plan unless ``plan`` is given)."""
         result = run_trial(
-            self.grid.workload, config, self.settings.device, self.settings.plan,
+            self.grid.workload, config, self.settings.device, plan or self.settings.plan,
             self.settings.trial_timeout_s, memory_budget_bytes=self.budget_bytes,
             budget_is_host_memory=not self.probe.device.is_cuda,
             device_uuid=self.probe.device_uuid,

@@ -58,8 +58,8 @@ class QualityOutcome:
 
 
 def plain_loop(ctx: WorkloadContext, config: Config, mode: str) -> Run:
-    """One run of the benchmark's own loop in a fresh process."""
-    plan = ctx.settings.plan
+    """One run of the benchmark's own loop in a fresh process, with section 3's plan."""
+    plan = ctx.settings.measurement_quality_plan()
     started = time.monotonic()
     answer = run_module("benchmarks._plain_loop", {
         "workload": ctx.grid.workload, "config": config.model_dump(), "mode": mode,
@@ -79,7 +79,7 @@ def measure_quality(ctx: WorkloadContext, config: Config,
     log(f"{ctx.name}: runner vs plain loop{' vs in-memory' if in_memory else ''}, "
         f"{repeats} rounds")
     arms = {
-        RUNNER: lambda: ctx.measure(config),
+        RUNNER: lambda: ctx.measure(config, ctx.settings.measurement_quality_plan()),
         PLAIN: lambda: plain_loop(ctx, config, "loader"),
     }
     if in_memory:
@@ -103,8 +103,10 @@ _INTRO = (
     "The tuner's pick measured repeatedly, each run a fresh process, interleaved: autotune's "
     "runner (its amortised epoch-start model over a short window) against the benchmark's own "
     "plain training loop (a DataLoader, the model, the optimizer and time.perf_counter, nothing "
-    "from autotune's loop), which times whole epochs after a whole epoch of warm-up. CV is the "
-    "spread of each kind's runs (coefficient of variation)."
+    "from autotune's loop), which times whole epochs after a whole epoch of warm-up. The runner "
+    "times the window of a confirmation run of `autotune run` with its default options (the "
+    "runs whose figures a recommendation reports), not the suite's shorter search window. CV "
+    "is the spread of each kind's runs (coefficient of variation)."
 )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from autotune.measure import MeasurePlan, resolve_device
 from autotune.space import Config
+from autotune.tuner import TuneOptions
 
 #: Workload files of the suite's own making, each built to mislead a rule of thumb.
 WORKLOAD_FILES = Path(__file__).resolve().parent / "workloads"
@@ -97,6 +98,16 @@ class SuiteSettings:
     #: Where every run trains (``--device``): ``cpu`` or ``cuda:N``, as :func:`suite_device`
     #: writes it.
     device: str = "cpu"
+    #: Window of sections 3 and 5 (runner against plain loop). None: the confirmation window
+    #: of ``autotune run``'s defaults, whose runs give the figures a recommendation reports.
+    quality_plan: MeasurePlan | None = None
+
+    def measurement_quality_plan(self) -> MeasurePlan:
+        if self.quality_plan is not None:
+            return self.quality_plan
+        defaults = TuneOptions(workload="builtin:image-cnn").confirm_plan()
+        return MeasurePlan(warmup_steps=self.plan.warmup_steps, min_steps=defaults.min_steps,
+                           min_seconds=defaults.min_seconds, seed=self.seed)
 
     @property
     def on_cuda(self) -> bool:
@@ -132,13 +143,15 @@ FULL = SuiteSettings(
     growth_budgets=(4, 7),
 )
 
+_SMOKE_PLAN = MeasurePlan(warmup_steps=1, min_steps=2, min_seconds=0.2)
+
 SMOKE = SuiteSettings(
     label="smoke",
     grids=(
         WorkloadGrid("slow-storage", batch_sizes=(32, 64), workers=(0, 2), amp=("off",),
                      tuner_trials=2),
     ),
-    plan=MeasurePlan(warmup_steps=1, min_steps=2, min_seconds=0.2),
+    plan=_SMOKE_PLAN,
     max_memory="4GiB",
     trial_timeout_s=60.0,
     confirm_top=1,
@@ -150,6 +163,7 @@ SMOKE = SuiteSettings(
     profile_seconds=2.0,
     default_space_trials=2,
     notes=("Smoke run: tiny windows and one round; its figures check the plumbing, not speed.",),
+    quality_plan=_SMOKE_PLAN,
 )
 
 

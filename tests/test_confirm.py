@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autotune.recommend import confirm
-from autotune.recommend._confirm import RACE_MARGIN, CandidateRuns
+from autotune.recommend._confirm import MIN_ROUNDS_TO_LEAVE, RACE_MARGIN, CandidateRuns
 from autotune.recommend._document import speedup_sentence
 from autotune.space import Config
 from autotune.store import TrialRecord
@@ -42,21 +42,31 @@ def measured(speeds: Mapping[Config, Sequence[float | None]]):  # type: ignore[n
     return measure, asked
 
 
-def test_a_candidate_far_behind_in_the_first_round_is_not_measured_again() -> None:
+def test_a_candidate_far_behind_in_two_rounds_is_not_measured_again() -> None:
     fast, slow = Config(batch_size=64), Config(batch_size=128)
     measure, asked = measured({BASELINE: [100, 101, 99], fast: [200, 210, 190],
-                               slow: [150, 300, 300]})
+                               slow: [150, 170, 300]})
     left: list[tuple[Config, int]] = []
     result = confirm(BASELINE, [fast, slow], 3, measure,
                      on_leave=lambda entry, saved: left.append((entry.config, saved)))
     assert result is not None
     assert result.winner.config == fast
-    assert asked.count(slow) == 1 and asked.count(fast) == 3 and asked.count(BASELINE) == 3
-    assert left == [(slow, 2)]
+    assert asked.count(slow) == 2 and asked.count(fast) == 3 and asked.count(BASELINE) == 3
+    assert left == [(slow, 1)]
     out = next(entry for entry in result.candidates if entry.config == slow)
-    assert out.left_after_round == 1 and not out.finished
+    assert out.left_after_round == 2 and not out.finished
     assert out.left_because is not None and "15% slower than the fastest" in out.left_because
     assert result.paired_ratios == [2.0, 210 / 101, 190 / 99]
+
+
+def test_one_round_far_behind_is_no_evidence() -> None:
+    # Round 1 caught bs 128 in a slow moment of the machine; it stays and wins.
+    fast, unlucky = Config(batch_size=64), Config(batch_size=128)
+    measure, asked = measured({BASELINE: [100, 100, 100], fast: [200, 200, 200],
+                               unlucky: [150, 260, 250]})
+    result = confirm(BASELINE, [fast, unlucky], 3, measure)
+    assert result is not None
+    assert asked.count(unlucky) == 3 and result.winner.config == unlucky
 
 
 def test_a_candidate_within_the_margin_in_any_round_stays_to_the_end() -> None:
@@ -95,7 +105,7 @@ def test_the_fastest_that_keeps_the_effective_batch_stays_for_the_drop_in_answer
     result = confirm(baseline, [bigger, keeping, keeping_slower], 3, measure)
     assert result is not None
     assert asked.count(keeping) == 3
-    assert asked.count(keeping_slower) == 1
+    assert asked.count(keeping_slower) == 2
     assert result.winner.config == bigger
 
 
@@ -183,6 +193,7 @@ def test_race_invariants(table: list[list[float]], dominant: int, margin: float)
             continue
         rounds = entry.left_after_round
         assert rounds is not None and len(entry.runs) == rounds
+        assert rounds >= MIN_ROUNDS_TO_LEAVE
         for index in range(rounds):
             fastest = max(speeds[config][index] for config in configs)
             speed = entry.runs[index].samples_per_s
@@ -201,12 +212,11 @@ def test_a_recommended_change_beat_the_baseline_in_most_paired_rounds(
     measure, asked = measured({BASELINE: base, candidate: other})
     result = confirm(BASELINE, [candidate], 2, measure)
     assert result is not None
-    raced_out = other[0] < (1 - RACE_MARGIN) * base[0]
+    # Two rounds race nobody out (MIN_ROUNDS_TO_LEAVE).
     ahead_at_first = statistics.median(other[:2]) > statistics.median(base[:2])
-    doubt = (not raced_out and ahead_at_first
-             and min(o / b for o, b in zip(other[:2], base[:2], strict=True)) <= 1.0)
+    doubt = ahead_at_first and min(o / b for o, b in zip(other[:2], base[:2], strict=True)) <= 1
     assert result.tie_break_rounds == (2 if doubt else 0)
-    assert len(asked) == (3 if raced_out else 8 if doubt else 4)
+    assert len(asked) == (8 if doubt else 4)
     if result.winner is not result.baseline:
         ratios = result.paired_ratios
         assert all(r > 1.0 for r in ratios) or (
@@ -218,14 +228,15 @@ def test_a_recommended_change_beat_the_baseline_in_most_paired_rounds(
 def test_a_real_run_stops_re_measuring_a_candidate_far_behind(tmp_path: Path) -> None:
     # Every sample sleeps 20 ms: with batch 8, one worker reads no faster than the baseline's
     # main process (about 50 samples/s) and four read about four times as fast. The top two
-    # candidates are 4 workers and 1 worker; the second trails by about 75% and leaves.
+    # candidates are 4 workers and 1 worker; the second trails by about 75% in two rounds and
+    # leaves before the third.
     out = tmp_path / "best.json"
     done = subprocess.run(
         [sys.executable, "-m", "autotune", "run", str(SLEEPY), "--range", "num_workers=0,1,4",
          "--fix", "batch_size=8", "--fix", "amp=off", "--fix", "persistent_workers=true",
          "--fix", "prefetch_factor=2", "--fix", "compile=off", "--no-profile", "--device", "cpu",
          "--min-seconds", "0.5", "--min-steps", "3", "--warmup-steps", "1",
-         "--confirm-top", "2", "--confirm-rounds", "2", "--trials", "3",
+         "--confirm-top", "2", "--confirm-rounds", "3", "--trials", "3",
          "--db", f"sqlite:///{tmp_path / 'jobs.db'}", "--out", str(out)],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
         env={**os.environ, "COLUMNS": "250"})
@@ -233,11 +244,11 @@ def test_a_real_run_stops_re_measuring_a_candidate_far_behind(tmp_path: Path) ->
     document = json.loads(out.read_text())
     assert document["config"]["num_workers"] == 4
     by_workers = {c["config"]["num_workers"]: c for c in document["candidates"]}
-    assert by_workers[4]["left_race"] is None and len(by_workers[4]["metrics"]["runs"]) == 2
+    assert by_workers[4]["left_race"] is None and len(by_workers[4]["metrics"]["runs"]) == 3
     left = by_workers[1]["left_race"]
-    assert left is not None and left["after_round"] == 1, by_workers[1]
+    assert left is not None and left["after_round"] == 2, by_workers[1]
     assert "slower than the fastest in every round" in left["because"]
-    assert len(by_workers[1]["metrics"]["runs"]) == 1
-    assert len(document["baseline"]["metrics"]["runs"]) == 2
-    assert "out of the confirmation after round 1" in done.stdout
-    assert document["trials"]["confirm"] == 5  # 3 + 2, not 3 x 2
+    assert len(by_workers[1]["metrics"]["runs"]) == 2
+    assert len(document["baseline"]["metrics"]["runs"]) == 3
+    assert "out of the confirmation after round 2" in done.stdout
+    assert document["trials"]["confirm"] == 8  # 3 + 3 + 2, not 3 x 3

@@ -1,9 +1,9 @@
 """Confirmation: re-measure the best candidates and the baseline, interleaved, pick by median.
 
 The confirmation is a race (as in F-Race, Birattari et al. 2002): after each round but the last,
-a candidate that cannot become either answer any more leaves it, so the rounds that decide are
-spent on the configurations still in contention. The baseline runs every round, since every
-speedup is paired with it.
+from the second on, a candidate that cannot become either answer any more leaves it, so the
+rounds that decide are spent on the configurations still in contention. The baseline runs
+every round, since every speedup is paired with it.
 
 A winner that did not beat the baseline in every round is not taken on its median alone: it and
 the baseline run a tie-break of as many paired rounds again, and it stays the recommendation
@@ -29,10 +29,16 @@ LeaveFn = Callable[["CandidateRuns", int], None]
 TieBreakFn = Callable[[Config, int], None]
 
 #: A candidate leaves the race once it ran more than this fraction slower than the leader in
-#: every round so far (paired within each round, so a slow drift of the machine does not
-#: count). Three times the run-to-run spread of a confirmation run on a quiet machine (CV
-#: about 5%, benchmarks/RESULTS.md section 3): a candidate that close stays in.
+#: every round so far (paired within each round, so a drift of the machine between rounds does
+#: not count; one within a round can, hence :data:`MIN_ROUNDS_TO_LEAVE`). Three times the
+#: run-to-run spread of a confirmation run on a quiet machine (CV about 5%,
+#: benchmarks/RESULTS.md section 3): a candidate that close stays in.
 RACE_MARGIN = 0.15
+#: Rounds a candidate must trail by the margin before it leaves (F-Race likewise waits for a
+#: few blocks before its first test). One round is no evidence on a shared machine: its speed
+#: drifts by tens of percent over tens of seconds, so two configurations measured one after the
+#: other can differ by 18% in one round and change places in the next.
+MIN_ROUNDS_TO_LEAVE = 2
 
 
 @dataclass
@@ -163,7 +169,8 @@ def confirm(
                 return None
             entry.runs.append(run)
         if round_index + 1 < rounds:
-            for entry, reason in _leaving(racing, base, race_margin):
+            for entry, reason in _leaving(racing, base, race_margin,
+                                          judge_speed=round_index + 1 >= MIN_ROUNDS_TO_LEAVE):
                 entry.left_after_round, entry.left_because = round_index + 1, reason
                 if on_leave is not None:
                     on_leave(entry, rounds - round_index - 1)
@@ -218,14 +225,16 @@ def _reliably_faster(winner: CandidateRuns, baseline: CandidateRuns) -> bool:
 
 
 def _leaving(
-    racing: Sequence[CandidateRuns], baseline: CandidateRuns, margin: float
+    racing: Sequence[CandidateRuns], baseline: CandidateRuns, margin: float,
+    judge_speed: bool = True,
 ) -> list[tuple[CandidateRuns, str]]:
     """The candidates that can become neither answer, and why.
 
-    A candidate whose run failed leaves at once (it can no longer be usable). One that ran
-    more than ``margin`` slower than the fastest in every round so far leaves, unless it keeps
-    the baseline's effective batch and is not that far behind the fastest that does (it may
-    still be the drop-in answer). The baseline never leaves.
+    A candidate whose run failed leaves at once (it can no longer be usable). Once
+    ``judge_speed`` (after :data:`MIN_ROUNDS_TO_LEAVE` rounds), one that ran more than
+    ``margin`` slower than the fastest in every round so far leaves, unless it keeps the
+    baseline's effective batch and is not that far behind the fastest that does (it may still
+    be the drop-in answer). The baseline never leaves.
     """
     usable = [entry for entry in racing if entry.usable]
     keeping = [entry for entry in usable
@@ -238,7 +247,7 @@ def _leaving(
             continue
         if not entry.usable:
             leaving.append((entry, f"a run ended {entry.runs[-1].outcome}"))
-        elif _behind(entry, leader, margin) and (entry not in keeping
+        elif judge_speed and _behind(entry, leader, margin) and (entry not in keeping
                                                  or _behind(entry, leader_keeping, margin)):
             assert leader is not None
             leaving.append((entry, (
