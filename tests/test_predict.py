@@ -195,6 +195,25 @@ def test_configurations_over_the_memory_budget_are_marked_and_never_ranked() -> 
     assert seeds and all(config.batch_size <= 32 for config in seeds)
 
 
+def test_the_predicted_best_seeds_are_distinct_points_of_the_profile() -> None:
+    # Loader-bound with workers: every prefetch/persistence variant of a batch and worker count
+    # is predicted alike, so the three best seeds must differ in batch or workers, not only in
+    # knobs the profile never measured.
+    profile = make_profile({32: 1e4, 64: 1.2e4, 128: 1.3e4}, {0: 100.0, 2: 800.0, 4: 1600.0})
+    space = small_space(ranges={"batch_size": "32,64,128", "num_workers": "0,2,4",
+                                "prefetch_factor": "1,2,4"})
+    predictions = predict_space(profile, space)
+    top = ranking(predictions, space, 3)
+    assert len({(c.batch_size, c.num_workers) for c, _ in top}) < 3  # variants lead the ranking
+    baseline = space.baseline()
+    seeds = seed_configs(predictions, space, 20, [baseline])[:3]
+    points = {(c.batch_size, c.num_workers, c.amp, c.channels_last) for c in seeds}
+    assert len(points) == 3
+    assert (baseline.batch_size, baseline.num_workers, baseline.amp,
+            baseline.channels_last) not in points
+    assert seeds[0].key() == top[0][0].key()
+
+
 def test_uncovered_knobs_and_extrapolation_raise_the_uncertainty() -> None:
     profile = make_profile({32: 1000.0, 64: 2000.0}, {0: 500.0, 2: 1000.0}, device_type="cuda")
     plain, pinned, beyond = predict_configs(profile, [

@@ -112,30 +112,46 @@ class Predictor:
         return value if value == value and value != float("inf") else None
 
 
+#: The knobs the profile measures. Configurations that differ only in others (prefetch,
+#: persistence, pinning, compile, ...) are predicted alike, so the predicted best are taken one
+#: per combination of these: three prefetch variants of one configuration would spend the
+#: seeds on one point of what the profile knows.
+PROFILED_KNOBS = ("batch_size", "num_workers", "amp", "channels_last")
+
+
 def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
                  already: Iterable[Config]) -> list[Config]:
-    """The predicted best few, then the most uncertain few, none predicted over memory and
-    none already queued."""
+    """The predicted best few (one per combination of :data:`PROFILED_KNOBS`), then the most
+    uncertain few, none predicted over memory and none already queued."""
     room = max(0, n_trials - 2)
     best_count = min(PREDICTED_BEST, max(1, room // 3))
     uncertain_count = min(MOST_UNCERTAIN, room // 5)
+    already = list(already)
     seen = {config.key() for config in already}
+    # Points of the profile already queued (the baseline's, the checklist's) count as covered.
+    profiled = {tuple(getattr(config, name) for name in PROFILED_KNOBS) for config in already}
     chosen: list[Config] = []
 
-    def take(indices: Iterable[int], count: int) -> None:
+    def take(indices: Iterable[int], count: int, distinct_profiled: bool = False) -> None:
         taken = 0
         for index in indices:
             if taken >= count:
                 return
-            config = space.config_from(predictions.values(index))
+            values = predictions.values(index)
+            point = tuple(values[name] for name in PROFILED_KNOBS)
+            if distinct_profiled and point in profiled:
+                continue
+            config = space.config_from(values)
             if config.key() in seen:
                 continue
             seen.add(config.key())
+            profiled.add(point)
             chosen.append(config)
             taken += 1
 
+    # Enough of the ranking to find the best few distinct points past the variants of each.
+    take(predictions.best(len(predictions)), best_count, distinct_profiled=True)
     slack = best_count + uncertain_count + len(seen) + 1
-    take(predictions.best(best_count + slack), best_count)
     among = max(1, int(len(predictions) * UNCERTAIN_AMONG_SHARE))
     take(predictions.most_uncertain(uncertain_count + slack, among=among), uncertain_count)
     return chosen
