@@ -1,4 +1,5 @@
-"""The confirmation race: candidates that can no longer become an answer stop being re-measured."""
+"""The confirmation: a race that stops re-measuring candidates that can no longer become an
+answer, and a tie-break for a winner that did not beat the baseline in every round."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autotune.recommend import confirm
+from autotune.recommend._batch import same_effective_batch_entry
 from autotune.recommend._confirm import MIN_ROUNDS_TO_LEAVE, RACE_MARGIN, CandidateRuns
 from autotune.recommend._document import speedup_sentence
 from autotune.space import Config
@@ -137,6 +139,19 @@ def test_a_winner_that_lost_a_round_must_win_the_tie_break_or_the_baseline_stays
     sentence = speedup_sentence(result)
     assert "faster than the baseline in only 2 of 6 paired rounds" in sentence
     assert "keep your current settings" in sentence
+
+
+def test_a_tie_break_loser_is_not_the_drop_in_answer_either() -> None:
+    # It keeps the baseline's effective batch and is ahead on the median of all six rounds,
+    # but won only three of them: neither answer may recommend it.
+    drop_in = Config(batch_size=32, num_workers=2)
+    measure, _ = measured({BASELINE: [100] * 6, drop_in: [130, 95, 120, 99, 115, 98]})
+    result = confirm(BASELINE, [drop_in], 3, measure)
+    assert result is not None
+    assert result.candidates[0].median_run_samples_per_s > result.baseline.median_run_samples_per_s
+    assert result.lost_tie_break is result.candidates[0]
+    assert result.winner is result.baseline
+    assert same_effective_batch_entry(result) is result.baseline
 
 
 def test_a_winner_that_lost_a_round_and_wins_most_of_the_tie_break_stays_flagged() -> None:

@@ -42,10 +42,11 @@ def keeping_effective_batch(
 
 def same_effective_batch_entry(confirmation: Confirmation) -> CandidateRuns:
     """The fastest re-measured entry that keeps the baseline's effective batch (the baseline
-    itself when no candidate does or none beat it)."""
+    itself when no candidate does or none beat it; never one that lost a tie-break)."""
     effective = confirmation.baseline.config.effective_batch
     keeping = [entry for entry in confirmation.candidates
-               if entry.usable and entry.finished and entry.config.effective_batch == effective]
+               if entry.usable and entry.finished and entry.config.effective_batch == effective
+               and entry is not confirmation.lost_tie_break]
     best = max(keeping, key=lambda entry: entry.median_run_samples_per_s, default=None)
     base = confirmation.baseline
     if best is None or (base.usable and

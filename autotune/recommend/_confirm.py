@@ -110,6 +110,13 @@ class Confirmation:
         return _paired_ratios(entry, self.baseline)
 
     @property
+    def lost_tie_break(self) -> CandidateRuns | None:
+        """The first winner, when its tie-break against the baseline showed it not reliably
+        faster: no answer may recommend it."""
+        tried = self.tie_break_candidate
+        return tried if tried is not None and tried is not self.winner else None
+
+    @property
     def within_noise(self) -> bool:
         """The winner did not beat the baseline in every round: the gain may be noise."""
         return self.winner is self.baseline or not self.paired_ratios or min(

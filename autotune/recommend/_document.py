@@ -49,8 +49,8 @@ def speedup_sentence(confirmation: Confirmation) -> str:
     if speedup is None:
         return ("The baseline itself failed or broke the memory budget when re-measured, so no "
                 "speedup over it can be given.")
-    lost = confirmation.tie_break_candidate
-    if confirmation.winner is confirmation.baseline and lost is not None:
+    lost = confirmation.lost_tie_break
+    if lost is not None:
         ratios = confirmation.ratios_of(lost)
         faster = sum(ratio > 1.0 for ratio in ratios)
         return (f"The fastest candidate was faster than the baseline in only {faster} of "
