@@ -94,7 +94,8 @@ class Confirmation:
     #: Per-round ratios winner / baseline (paired: measured in the same round).
     paired_ratios: list[float]
     #: Paired rounds the tie-break added (0 when the first winner beat the baseline in every
-    #: round); and the candidate it measured, which is the baseline's runner-up when it lost.
+    #: round, or was the baseline); and the first winner it measured, kept or not (None
+    #: without a tie-break).
     tie_break_rounds: int = 0
     tie_break_candidate: CandidateRuns | None = None
 
