@@ -110,6 +110,10 @@ class Confirmation:
         """``entry`` / baseline per round (paired), over the user's run."""
         return _paired_ratios(entry, self.baseline)
 
+    def rounds_won(self, entry: CandidateRuns) -> int:
+        """Paired rounds in which ``entry`` ran faster than the baseline."""
+        return _rounds_won(self.ratios_of(entry))
+
     @property
     def lost_tie_break(self) -> CandidateRuns | None:
         """The first winner, when its tie-break against the baseline showed it not reliably
@@ -210,6 +214,10 @@ def _paired_ratios(entry: CandidateRuns, baseline: CandidateRuns) -> list[float]
             if baseline.over_run(theirs)]
 
 
+def _rounds_won(ratios: Sequence[float]) -> int:
+    return sum(ratio > 1.0 for ratio in ratios)
+
+
 def _tie_break(winner: CandidateRuns, baseline: CandidateRuns, rounds: int,
                measure: ConfirmFn) -> bool:
     """Measure ``winner`` and ``baseline`` ``rounds`` more times each, alternating which runs
@@ -227,8 +235,7 @@ def _tie_break(winner: CandidateRuns, baseline: CandidateRuns, rounds: int,
 def _reliably_faster(winner: CandidateRuns, baseline: CandidateRuns) -> bool:
     """Faster than the baseline in more than half of the paired rounds, and on the median."""
     ratios = _paired_ratios(winner, baseline)
-    wins = sum(ratio > 1.0 for ratio in ratios)
-    return (2 * wins > len(ratios)
+    return (2 * _rounds_won(ratios) > len(ratios)
             and winner.median_run_samples_per_s > baseline.median_run_samples_per_s)
 
 

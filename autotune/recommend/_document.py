@@ -52,8 +52,8 @@ def speedup_sentence(confirmation: Confirmation) -> str:
     lost = confirmation.lost_tie_break
     if lost is not None:
         ratios = confirmation.ratios_of(lost)
-        faster = sum(ratio > 1.0 for ratio in ratios)
-        return (f"The fastest candidate was faster than the baseline in only {faster} of "
+        return (f"The fastest candidate was faster than the baseline in only "
+                f"{confirmation.rounds_won(lost)} of "
                 f"{len(ratios)} paired rounds (median {statistics.median(ratios):.2f}x), which "
                 "is within the noise of this machine; keep your current settings.")
     if confirmation.winner is confirmation.baseline:
@@ -161,5 +161,5 @@ def _tie_break_entry(confirmation: Confirmation) -> dict[str, Any] | None:
         return None
     ratios = confirmation.ratios_of(entry)
     return {"config": entry.config.public_dict(), "added_rounds": confirmation.tie_break_rounds,
-            "paired_rounds": len(ratios), "faster_rounds": sum(r > 1.0 for r in ratios),
+            "paired_rounds": len(ratios), "faster_rounds": confirmation.rounds_won(entry),
             "kept": entry is confirmation.winner}
