@@ -9,14 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from autotune.measure._profile import ProfilePlan, _loader_saturated
+from autotune.measure._profile import ProfilePlan, _loader_saturated, profile_step
 from autotune.predict import LoaderPoint, Profile, predict_space
 from autotune.runner import probe_workload, profile_workload
 from autotune.space import SearchSpace
 from autotune.store import Database, Job
 from autotune.tuner import TuneOptions, create_job, run_job
 from autotune.tuner._profiled import profile_plan, seed_configs
+from autotune.workload import load_workload
+from tests.workloads.stalled_start import STEP_S
 
 FAST_FLAGS = ["--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1",
               "--confirm-top", "1", "--confirm-rounds", "1", "--fix", "compile=off"]
@@ -174,3 +177,18 @@ def test_the_memory_stop_multiplies_what_a_worker_adds_not_the_main_process() ->
               _point(8, 600, memory_bytes=int(1.5 * gib + 8 * 50 * 2**20))]
     assert not _loader_saturated(points, 2, 48, _plan(budget=8 * gib))
     assert _loader_saturated(points, 2, 48, _plan(budget=4 * gib))
+
+
+def test_a_stall_during_the_first_sweep_does_not_reach_the_step_points(workload_file) -> None:
+    """The machine runs the step at a third of its speed for half a second: the first sweep's
+    small batches meet it, the second sweep does not, and every point keeps the faster."""
+    workload = load_workload(workload_file("stalled_start"))
+    plan = ProfilePlan(batch_sizes=[8, 16, 24, 32, 48, 64], amp_modes=["off"],
+                       channels_last=[False], worker_counts=[0], loader_batch_size=8,
+                       step_budget_s=10)
+    points, _ = profile_step(workload, workload.dataset(), torch.device("cpu"), plan)
+    assert [p.batch_size for p in points] == plan.batch_sizes
+    for point in points:
+        unstalled = point.batch_size / STEP_S
+        assert point.samples_per_s is not None
+        assert 0.75 * unstalled < point.samples_per_s <= 1.05 * unstalled, point
