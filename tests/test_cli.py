@@ -82,6 +82,26 @@ def test_bad_input_is_one_clear_line_and_a_non_zero_exit(
     assert_clear_error(result, phrase)
 
 
+@pytest.mark.parametrize(
+    ("args", "phrase"),
+    [
+        (["run", "builtin:image-cnn", "--output", "x.json"],
+         "No such option: --output (Possible options: --out)"),
+        (["run"], "Missing argument 'workload'"),
+        (["run", "builtin:image-cnn", "--trials", "many"], "Invalid value for '--trials'"),
+        (["jobs", "--bogus"], "No such option: --bogus"),
+    ],
+)
+def test_a_mistyped_command_line_is_the_usage_and_exit_2(args: list[str], phrase: str) -> None:
+    """What the command-line parser refuses is its usage line and one error, not a traceback
+    (typer 0.29 raises the exceptions of its own copy of click, which main() must know)."""
+    result = autotune(*args)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert f"Error: {phrase}" in result.stderr
+    assert "--help' for help" in result.stderr
+
+
 def test_debug_shows_the_traceback(db_path: str, workload_file) -> None:
     result = autotune("run", workload_file("bad_return"), "--db", db_path, "--debug")
     assert result.returncode != 0
