@@ -186,7 +186,15 @@ def test_a_stall_during_the_first_sweep_does_not_reach_the_step_points(workload_
     plan = ProfilePlan(batch_sizes=[8, 16, 24, 32, 48, 64], amp_modes=["off"],
                        channels_last=[False], worker_counts=[0], loader_batch_size=8,
                        step_budget_s=10)
-    points, _ = profile_step(workload, workload.dataset(), torch.device("cpu"), plan)
+    # One intra-op thread: a step that sleeps lets OpenMP's other thread fall asleep, and waking
+    # it again costs milliseconds per step on some VMs (a 10 ms step read 16 ms with two threads
+    # and 10.3 ms with one on a 2-vCPU Xeon VM), which would blur the speed this test knows.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        points, _ = profile_step(workload, workload.dataset(), torch.device("cpu"), plan)
+    finally:
+        torch.set_num_threads(threads)
     assert [p.batch_size for p in points] == plan.batch_sizes
     for point in points:
         unstalled = point.batch_size / STEP_S
