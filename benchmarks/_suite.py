@@ -32,6 +32,8 @@ def _measure_workload(grid: WorkloadGrid, settings: SuiteSettings,
         configs = {TUNER: tuner.config, GRID_BEST: grid_outcome.best(),
                    DEFAULT_SPACE: default_tuner.config}
         configs.update({a.method: a.config for a in alternatives if a.config is not None})
+        # Random search's picks too: the grid measurement that chose each one flatters it.
+        configs.update({_alternatives.random_method(d.seed): d.pick for d in random_draws})
         comparison = compare(ctx, configs, settings.rounds)
         quality = _quality.measure_quality(ctx, tuner.config)
     finally:
