@@ -6,8 +6,10 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,8 @@ from autotune.errors import ConfigError, WorkloadError
 from autotune.measure import MeasurePlan
 from autotune.measure import _host_memory as host_memory
 from autotune.runner import START_ENV, TrialLauncher, probe_workload, run_trial
+from autotune.runner._forkserver import send
+from autotune.runner._launcher import _Server
 from autotune.space import Config
 from tests.conftest import FAST
 
@@ -105,6 +109,34 @@ def test_a_segfault_is_classified_and_the_server_keeps_serving(workload_file) ->
     assert result.outcome == "crashed" and result.signal == "SIGSEGV"
     assert "SIGSEGV" in result.error
     assert probe.workload.name == "crash"
+
+
+def test_a_trial_whose_exit_is_reported_with_its_fork_reply_is_seen_to_exit() -> None:
+    """The server reports a trial's exit right behind its fork reply when the trial ended
+    while the launcher's process was stopped (SIGSTOP, a starved VM): that exit must reach the
+    launcher's trial, or supervising it waits forever with the device held. This plays the
+    server's side of the socket, so both reports are there before the launcher reads either."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    server = _Server.__new__(_Server)  # its process is the stand-in; its socket is ours
+    server.sock, server.process, server.children, server._replies = ours, stand_in, {}, []
+    server._lock, server._closed = threading.Condition(), False
+    try:
+        send(theirs, {"forked": 4321})
+        send(theirs, {"exited": 4321, "returncode": 3})
+        send(theirs, {"read": "up to here"})  # once queued, the exit before it was handled
+        threading.Thread(target=server._read, daemon=True).start()
+        deadline = time.monotonic() + 10
+        while len(server._replies) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        child = server.fork({"fork": {}}, [])
+        assert child is not None and child.pid == 4321
+        assert child.wait(5) == 3
+    finally:
+        theirs.close()
+        ours.close()
+        stand_in.kill()
+        stand_in.wait()
 
 
 def test_a_self_inflicted_sigkill_is_a_crash(workload_file) -> None:

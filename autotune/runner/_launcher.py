@@ -136,12 +136,20 @@ class _Server:
         return lines[-1].strip() if lines else f"it exited with code {self.process.poll()}"
 
     def _read(self) -> None:
+        """Handle what the server says, in its order. A forked child is registered here, on
+        reading its ``forked`` reply, not by :meth:`fork` once it wakes: the server can report
+        the child's exit right behind that reply (a trial that ended while this process was
+        stopped or starved), and that report must find the child."""
         while (message := self._receive()) is not None:
             with self._lock:
                 if "exited" in message:
                     child = self.children.pop(int(message["exited"]), None)
                     if child is not None:
                         child._exit(int(message["returncode"]))
+                elif "forked" in message:
+                    child = ForkedProcess(int(message["forked"]), self.process.pid)
+                    self.children[child.pid] = child
+                    self._replies.append({**message, "child": child})
                 else:
                     self._replies.append(message)
                 self._lock.notify_all()
@@ -168,10 +176,7 @@ class _Server:
             if not self._replies:
                 return None
             reply = self._replies.pop(0)
-            if "forked" not in reply:
-                return None
-            child = ForkedProcess(int(reply["forked"]), self.process.pid)
-            self.children[child.pid] = child
+            child: ForkedProcess | None = reply.get("child")
             return child
 
     def close(self) -> None:
