@@ -171,6 +171,6 @@ SMOKE = SuiteSettings(
 #: ``--only-quality`` re-measures when section 3 is refreshed on its own.
 COMMITTED_PICKS: dict[str, Config] = {
     "slow-storage": Config(batch_size=64, num_workers=8),
-    "image-cnn": Config(batch_size=128),
+    "image-cnn": Config(batch_size=128, amp="bf16"),
     "text-transformer": Config(batch_size=64),
 }
