@@ -203,18 +203,16 @@ def tuner_against_random(name: str, tuner_pick: Config, tuner_wall_s: float, gri
     tuner_median = comparison.median(TUNER)
     if not tuner_median:
         return [f"{name}: the tuner's pick has no re-measurement; no random comparison."]
-    ratios = [tuner_median / v if (v := comparison.median(random_method(d.seed))) else math.inf
-              for d in draws]
+    picks = [comparison.median(random_method(d.seed)) for d in draws]
+    ratios = [tuner_median / v if v else math.inf for v in picks]
     median = statistics.median(ratios)
     seeds = "; ".join(
         f"seed {d.seed}: {d.drawn} configs in {d.spent_s:.0f} s, {describe(d.pick)} "
-        f"{number(comparison.median(random_method(d.seed)))}/s, {r:.2f}x"
-        for d, r in zip(draws, ratios, strict=True))
+        f"{number(v)}/s, {r:.2f}x"
+        for d, v, r in zip(draws, picks, ratios, strict=True))
     verdict = ("met" if median >= 1.0 else "**NOT met: random search did better**")
     tuner_single = grid.value(tuner_pick)
-    single = [tuner_single / v if tuner_single and (v := grid.value(d.pick)) else None
-              for d in draws]
-    known = [r for r in single if r is not None]
+    known = [tuner_single / v for d in draws if tuner_single and (v := grid.value(d.pick))]
     on_single = (f"On the grid's single measurements, which chose random search's picks and "
                  f"so favour them, the median would read {statistics.median(known):.2f}x."
                  if known else "")
