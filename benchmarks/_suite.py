@@ -81,9 +81,17 @@ def run_suite(settings: SuiteSettings, output: Path, workloads: list[str] | None
     return output
 
 
+#: The heading ``--only-quality`` replaces the section under.
+_SECTION_3 = "## 3. Measurement quality"
+
+
 def run_quality_only(settings: SuiteSettings, output: Path,
                      workloads: list[str] | None = None) -> Path:
     """Re-measure section 3 alone on the committed picks and replace it in ``output``."""
+    if not output.is_file() or _SECTION_3 not in output.read_text():
+        raise SystemExit(f"python -m benchmarks --only-quality: {output} is not a report with a "
+                         f"'{_SECTION_3}' section to replace; pass --output a copy of "
+                         "benchmarks/RESULTS.md")
     started = time.monotonic()
     load_before = os.getloadavg()[0]
     grids = [g for g in settings.grids if (not workloads or g.name in workloads)
@@ -105,7 +113,7 @@ def run_quality_only(settings: SuiteSettings, output: Path,
            if max(load_before, load_after) > cores else ".")
     )
     report = output.read_text()
-    head, _, rest = report.partition("## 3. Measurement quality")
+    head, _, rest = report.partition(_SECTION_3)
     _, _, tail = rest.partition("## 4.")
     output.write_text(head + section.markdown() + "\n## 4." + tail)
     log(f"section 3 done in {wall / 60:.1f} min; written into {output}")
