@@ -9,13 +9,15 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from autotune.measure import _host_memory as host_memory
 
 MIB = 2**20
+
+StartTree = Callable[..., 'subprocess.Popen[str]']
 
 #: A parent that fills ``SHARED`` MiB, then forks ``CHILDREN`` children that sleep on those
 #: pages (copy-on-write, never written again): each child's RSS counts them in full, PSS once
@@ -37,7 +39,7 @@ _TREE = textwrap.dedent("""
 
 
 @pytest.fixture
-def start_tree() -> Iterator:
+def start_tree() -> Iterator[StartTree]:
     started: list[subprocess.Popen[str]] = []
 
     def start(shared_mib: int, children: int, grow_mib: int = 0) -> subprocess.Popen[str]:
@@ -56,7 +58,7 @@ def start_tree() -> Iterator:
 
 
 def test_pages_shared_by_forked_children_count_once_against_the_budget(
-        start_tree, monkeypatch: pytest.MonkeyPatch) -> None:
+        start_tree: StartTree, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host_memory, "MIN_INTERVAL_S", 0.02)
     tree = start_tree(shared_mib=200, children=3)
     rss = sum(host_memory.process_rss_bytes(pid) for pid in host_memory.tree_pids(tree.pid))
@@ -70,7 +72,7 @@ def test_pages_shared_by_forked_children_count_once_against_the_budget(
 
 
 def test_a_steady_tree_is_read_by_its_counters_and_its_growth_by_its_page_tables(
-        start_tree, monkeypatch: pytest.MonkeyPatch) -> None:
+        start_tree: StartTree, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host_memory, "MIN_INTERVAL_S", 0.02)
     tree = start_tree(shared_mib=50, children=1, grow_mib=300)
     with host_memory.TreeMemorySampler(tree.pid) as sampler:
