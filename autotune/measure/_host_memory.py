@@ -202,7 +202,9 @@ class TreeMemorySampler:
 
     def _read_pss(self, pids: list[int]) -> int | None:
         """The tree's PSS when its RSS calls for a reading (see the class), else None."""
-        rss = sum(process_rss_bytes(pid) for pid in pids)
+        # The sharing processes' RSS holds every page their shared PSS counts a share of.
+        rss = sum(process_rss_bytes(pid) for pid in
+                  (*pids, *(self.sharing_pids if pids else ())))
         over_budget = self.budget_bytes is not None and rss > self.budget_bytes
         if self.pss_reads and not over_budget \
                 and rss <= self._rss_at_last_pss * (1 + PSS_REREAD_GROWTH):
