@@ -1,7 +1,7 @@
 """``python -m benchmarks.sampler_cost``: what the host-memory sampler costs the trial it watches.
 
-One process trains a built-in workload (its committed pick's batch size and precision, no
-loader workers) without a break, while another process watches it with the runner's own
+One process trains a built-in workload (its committed pick, through autotune's own
+:class:`TrainingLoop`) without a break, while another process watches it with the runner's own
 :class:`TreeMemorySampler` in some periods and not in others. The periods rotate between three
 arms of ``--period`` seconds each:
 
@@ -25,12 +25,12 @@ import os
 import resource
 import statistics
 import time
-from collections.abc import Iterator
 from multiprocessing.synchronize import Event
 from typing import Any
 
 import torch
 
+from autotune.measure import TrainingLoop
 from autotune.measure import _host_memory as host_memory
 from autotune.workload import load_workload
 from benchmarks._settings import COMMITTED_PICKS
@@ -40,20 +40,17 @@ ARMS = ("off", "sampler", "pss every sample")
 
 def _watch(pid: int, arm_flags: dict[str, Event], stop: Event) -> None:
     """Run the sampler on ``pid`` while an arm's flag is set (in a process of its own)."""
+    as_trials_run_it = host_memory.PSS_REREAD_GROWTH
     while not stop.is_set():
         for arm, flag in arm_flags.items():
             if not flag.is_set():
                 continue
-            host_memory.PSS_REREAD_GROWTH = -1.0 if arm == "pss every sample" else 0.02
+            host_memory.PSS_REREAD_GROWTH = (-1.0 if arm == "pss every sample"
+                                             else as_trials_run_it)
             with host_memory.TreeMemorySampler(pid):
                 while flag.is_set() and not stop.is_set():
                     time.sleep(0.01)
         time.sleep(0.01)
-
-
-def _batches(loader: Any) -> Iterator[Any]:
-    while True:
-        yield from loader
 
 
 def measure(workload_name: str, rounds: int, period_s: float) -> dict[str, Any]:
@@ -62,28 +59,11 @@ def measure(workload_name: str, rounds: int, period_s: float) -> dict[str, Any]:
     stop = context.Event()
     watcher = context.Process(target=_watch, args=(os.getpid(), flags, stop), daemon=True)
     watcher.start()
-    workload = load_workload(f"builtin:{workload_name}")
-    pick = COMMITTED_PICKS[workload_name]
     torch.manual_seed(0)
-    model = workload.model()
-    optimizer = workload.optimizer(model.parameters())
-    loader = torch.utils.data.DataLoader(workload.dataset(), batch_size=pick.batch_size,
-                                         shuffle=True, drop_last=True)
-    batches = _batches(loader)
-    dtype = torch.bfloat16 if pick.amp == "bf16" else None
-    assert workload.loss is not None
-
-    def step() -> int:
-        inputs, target = next(batches)
-        with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
-            loss = workload.loss(model(inputs), target)  # type: ignore[misc]
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return int(inputs.shape[0])
-
+    loop = TrainingLoop(load_workload(f"builtin:{workload_name}"),
+                        COMMITTED_PICKS[workload_name], torch.device("cpu"))
     for _ in range(10):
-        step()
+        loop.step(loop.next_batch())
     rates: dict[str, list[float]] = {arm: [] for arm in ARMS}
     faults: list[float] = []
     try:
@@ -97,8 +77,9 @@ def measure(workload_name: str, rounds: int, period_s: float) -> dict[str, Any]:
                 faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 started = time.perf_counter()
                 while time.perf_counter() - started < period_s:
-                    samples += step()
+                    samples += loop.step(loop.next_batch())
                     steps += 1
+                loop.check_finite()  # and let go of the period's losses
                 rates[arm].append(samples / (time.perf_counter() - started))
                 faults.append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                                - faults_before) / steps)
