@@ -6,14 +6,19 @@ Trials are real subprocesses on real workloads from tests/workloads/.
 
 from __future__ import annotations
 
+import dataclasses
+import gc
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from autotune.measure import (
     MeasurePlan,
+    NonFiniteLoss,
     TrainingLoop,
     UtilizationSampler,
     apply_backend_flags,
@@ -245,3 +250,55 @@ def test_measured_loop_and_recommendation_train_identically(workload_file: Any) 
     for measured, applied in zip(loop.model.parameters(), model.parameters(), strict=True):
         assert torch.equal(measured, applied)
 
+
+
+# -- 6. the harness does not tax what it measures ----------------------------------------------
+
+
+def _live_tensors() -> int:
+    gc.collect()
+    return sum(isinstance(o, torch.Tensor) for o in gc.get_objects())
+
+
+def test_the_loop_keeps_no_tensor_per_step(workload_file: Any) -> None:
+    # A plain loop keeps nothing of a step. A tensor kept per step (the detached losses, once)
+    # leaves hundreds of small live allocations among each step's large freed buffers, which
+    # fragments the host's heap: text-transformer faulted in 8,000 fresh pages a step.
+    loop = TrainingLoop(load_workload(workload_file("tiny")), Config(batch_size=16),
+                        torch.device("cpu"))
+    for _ in range(5):
+        loop.step(loop.next_batch())
+    before = _live_tensors()
+    for _ in range(50):  # across an epoch's end (32 steps per epoch)
+        loop.step(loop.next_batch())
+    assert _live_tensors() <= before
+    loop.check_finite()
+
+
+def _loss_turning(bad: float, at_step: int) -> Any:
+    """Cross-entropy, except at one step whose loss reads ``bad`` (NaN or an infinity) while
+    its gradient stays the cross-entropy's, so the model and every later loss stay finite."""
+    steps = itertools.count()
+
+    def loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        value = F.cross_entropy(output, target)
+        return value + (bad - value.detach()) if next(steps) == at_step else value
+
+    return loss
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_one_non_finite_loss_among_finite_ones_is_caught(workload_file: Any, bad: float) -> None:
+    tiny = load_workload(workload_file("tiny"))
+    workload = dataclasses.replace(tiny, loss=_loss_turning(bad, at_step=12))
+    loop = TrainingLoop(workload, Config(batch_size=16), torch.device("cpu"))
+    for _ in range(10):
+        loop.step(loop.next_batch())
+    loop.check_finite()  # steps 0-9 were finite
+    for _ in range(10):
+        loop.step(loop.next_batch())
+    with pytest.raises(NonFiniteLoss, match="NaN or infinite"):
+        loop.check_finite()
+    for _ in range(10):  # a new sum after each check
+        loop.step(loop.next_batch())
+    loop.check_finite()

@@ -145,8 +145,12 @@ class TrainingLoop:
         self.epoch_start_waits: list[list[float]] = []
         self._epoch: Iterator[Any] = iter(())
         self._epoch_step = 0
-        # Detached losses, checked together at the end: no device synchronisation per step.
-        self._losses: list[torch.Tensor] = []
+        # The sum of the losses since the last check, kept on the device and read only at the
+        # check: no device synchronisation per step, and no tensor kept per step. NaN and
+        # infinity survive a sum. (A list of the steps' detached losses, hundreds of small live
+        # allocations among each step's large freed ones, fragmented the host's heap:
+        # text-transformer faulted in 8,000 fresh pages a step and trained 20-30% slower.)
+        self._loss_sum: torch.Tensor | None = None
 
     def next_batch(self) -> Any:
         """The next batch on the device, starting a new epoch when one ends."""
@@ -199,17 +203,26 @@ class TrainingLoop:
         """One micro-step (forward, backward, optimizer on accumulation boundaries)."""
         with self.training.autocast():
             loss = forward_loss(self.workload, self.model, batch)
-        self._losses.append(loss.detach())
         self.training.backward(loss, self.optimizer)
+        self._add_loss(loss.detach())
         return batch_size_of(batch)
+
+    def _add_loss(self, loss: torch.Tensor) -> None:
+        """Add one step's loss to the running sum, in place (no allocation that outlives it)."""
+        if self._loss_sum is None:
+            self._loss_sum = torch.zeros((), dtype=torch.float32, device=loss.device)
+        # A single-element loss of any shape; backward has already refused anything larger.
+        self._loss_sum.add_(loss.reshape(()))
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
     def check_finite(self) -> None:
-        losses, self._losses = self._losses, []
-        if losses and not bool(torch.isfinite(torch.stack(losses).float()).all()):
+        """Raise :class:`NonFiniteLoss` when a loss since the last check was NaN or infinite
+        (one synchronisation), and start a new sum."""
+        total, self._loss_sum = self._loss_sum, None
+        if total is not None and not bool(torch.isfinite(total)):
             raise NonFiniteLoss("the loss became NaN or infinite")
 
 
