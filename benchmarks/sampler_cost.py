@@ -79,7 +79,7 @@ def measure(workload_name: str, rounds: int, period_s: float) -> dict[str, Any]:
                 while time.perf_counter() - started < period_s:
                     samples += loop.step(loop.next_batch())
                     steps += 1
-                loop.check_finite()  # and let go of the period's losses
+                loop.check_finite()  # the period's losses were finite
                 rates[arm].append(samples / (time.perf_counter() - started))
                 faults.append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                                - faults_before) / steps)
