@@ -119,8 +119,13 @@ def test_a_paused_worker_that_lost_its_lease_writes_nothing_when_it_wakes(
                 paused_id = worker_of(service, job_id)
                 _, before = stored(service)
                 service.start_worker()
-                wait_for(lambda: worker_of(service, job_id) not in (paused_id, None),
-                         HEARTBEAT_TIMEOUT_S * 4, "the second worker to take the job over")
+                # The new worker starts (imports torch, on cores the paused worker's trial still
+                # uses), waits out the lease and claims the job: 24 s was not always enough.
+                try:
+                    wait_for(lambda: worker_of(service, job_id) not in (paused_id, None),
+                             HEARTBEAT_TIMEOUT_S + 60, "the second worker to take the job over")
+                except AssertionError as exc:
+                    raise AssertionError(f"{exc}\n{service.logs()}") from None
             finally:
                 os.kill(paused.pid, signal.SIGCONT)
             try:
