@@ -149,7 +149,8 @@ class TrainingLoop:
         # check: no device synchronisation per step, and no tensor kept per step. NaN and
         # infinity survive a sum. (A list of the steps' detached losses, hundreds of small live
         # allocations among each step's large freed ones, fragmented the host's heap:
-        # text-transformer faulted in 8,000 fresh pages a step and trained 20-30% slower.)
+        # text-transformer faulted in 8,000 fresh pages a step, and the runner read 0.85x the
+        # benchmark's plain loop.)
         self._loss_sum: torch.Tensor | None = None
 
     def next_batch(self) -> Any:
