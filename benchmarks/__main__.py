@@ -1,4 +1,5 @@
-"""``python -m benchmarks [--smoke] [--device DEVICE] [--output PATH] [--workload NAME ...]``."""
+"""``python -m benchmarks [--smoke] [--device DEVICE] [--output PATH] [--workload NAME ...]
+[--only-quality] [--repeats N]``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,17 @@ from benchmarks._suite import run_quality_only, run_suite
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "RESULTS.md"
 #: A full run on a GPU writes here by default, so it never overwrites the CPU report.
 DEFAULT_CUDA_OUTPUT = DEFAULT_OUTPUT.with_name("RESULTS-cuda.md")
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count of runs; give a whole "
+                                         "number of at least 1")
+    return value
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,6 +49,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only-quality", action="store_true",
                         help="re-measure section 3 alone (runner against a plain loop) on the "
                              "committed picks and replace it in the report")
+    parser.add_argument("--repeats", type=_at_least_one, default=None,
+                        help="fresh-process runs of each kind in sections 3 and 5 (default: "
+                             f"{FULL.repeats}; more rounds tell a small gap from a noisy "
+                             "machine's spread)")
     args = parser.parse_args(argv)
     try:
         device = suite_device(args.device)
@@ -46,6 +62,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("python -m benchmarks: --only-quality re-measures the CPU picks "
                          "committed in RESULTS.md; run it with --device cpu")
     settings = dataclasses.replace(SMOKE if args.smoke else FULL, device=device)
+    if args.repeats is not None:
+        settings = dataclasses.replace(settings, repeats=args.repeats)
     output = args.output or (
         Path(tempfile.gettempdir()) / "autotune-benchmarks-smoke.md" if args.smoke
         else DEFAULT_OUTPUT if device == "cpu" else DEFAULT_CUDA_OUTPUT
