@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from conftest_service import wait_for
 
 from autotune.measure import _host_memory as host_memory
 
@@ -66,7 +67,9 @@ def test_pages_shared_by_forked_children_count_once_against_the_budget(
     over: list[int] = []
     with host_memory.TreeMemorySampler(tree.pid, budget_bytes=500 * MIB,
                                        on_over_budget=over.append) as sampler:
-        _wait_for(lambda: sampler.samples >= 5)
+        # Counted samples, not a fixed sleep: the sampler's thread runs at the lowest priority,
+        # and on a busy machine its samples come late.
+        wait_for(lambda: sampler.samples >= 5, 30, "the sampler's samples")
     assert not over, f"the tree read {over[0] / MIB:.0f} MiB against a 500 MiB budget"
     assert 200 * MIB < sampler.peak_bytes < 400 * MIB, sampler.peak_bytes / MIB
 
@@ -76,22 +79,15 @@ def test_a_steady_tree_is_read_by_its_counters_and_its_growth_by_its_page_tables
     monkeypatch.setattr(host_memory, "MIN_INTERVAL_S", 0.02)
     tree = start_tree(shared_mib=50, children=1, grow_mib=300)
     with host_memory.TreeMemorySampler(tree.pid) as sampler:
-        _wait_for(lambda: sampler.samples >= 10)
+        wait_for(lambda: sampler.samples >= 10, 30, "the sampler's samples")
         steady_samples, steady_reads = sampler.samples, sampler.pss_reads
         assert tree.stdin is not None and tree.stdout is not None
         tree.stdin.write("grow\n")
         tree.stdin.flush()
         assert tree.stdout.readline() == "grown\n"
-        _wait_for(lambda: sampler.samples >= steady_samples + 10)
+        wait_for(lambda: sampler.samples >= steady_samples + 10, 30,
+                 "the sampler's samples after the growth")
     assert steady_reads <= 2, f"{steady_reads} of {steady_samples} samples walked page tables"
     assert sampler.pss_reads > steady_reads
     assert sampler.peak_bytes > 350 * MIB, sampler.peak_bytes / MIB
 
-
-def _wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    """Wait until ``condition`` holds (the sampler thread runs at the lowest priority: on a
-    busy machine its samples come late)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the sampler took no samples"
-        time.sleep(0.05)
