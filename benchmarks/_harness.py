@@ -92,7 +92,8 @@ def describe(config: Config) -> str:
         parts.append(f"prefetch {config.prefetch_factor}")
     if config.num_workers and config.persistent_workers:
         parts.append("persistent")
-    for flag in ("pin_memory", "channels_last", "cudnn_benchmark", "tf32", "device_prefetch"):
+    for flag in ("pin_memory", "channels_last", "cudnn_benchmark", "tf32", "device_prefetch",
+                 "retain_freed_memory"):
         if getattr(config, flag):
             parts.append(flag.replace("_", " "))
     if config.compile != "off":

@@ -24,6 +24,7 @@ it measures over the epoch's length; this loop is the reference it must agree wi
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import itertools
 import json
 import os
@@ -53,6 +54,15 @@ def _refuse_unwritten(config: dict[str, Any]) -> None:
     if unwritten:
         raise SystemExit(f"the plain loop does not write {', '.join(unwritten)}; compare it "
                          "on a configuration without them")
+
+
+def _retain_freed_memory() -> None:
+    """What a user's script does for ``retain_freed_memory``: glibc's mallopt(3), by hand."""
+    libc = ctypes.CDLL(None)
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    if not (libc.mallopt(m_mmap_threshold, 1 << 30) and libc.mallopt(m_trim_threshold,
+                                                                       (1 << 31) - 1)):
+        raise SystemExit("glibc refused the thresholds of retain_freed_memory")
 
 
 def _loader(workload: Any, config: dict[str, Any]) -> DataLoader[Any]:
@@ -88,6 +98,8 @@ def main() -> None:
     config, plan, mode = request["config"], request["plan"], request["mode"]
     device = torch.device(request.get("device", "cpu"))
     _refuse_unwritten(config)
+    if config.get("retain_freed_memory"):
+        _retain_freed_memory()
     torch.manual_seed(plan.get("seed", 0))
     workload = load_workload(request["workload"])
     loss_fn = workload.loss

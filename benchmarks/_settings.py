@@ -59,6 +59,8 @@ FIXED_KNOBS: dict[str, Any] = {
     "device_prefetch": False,
     "cudnn_benchmark": False,
     "tf32": None,
+    # Doubles the grid; section 1b's default space searches it and section 1b measures it.
+    "retain_freed_memory": False,
 }
 
 

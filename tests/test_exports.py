@@ -112,6 +112,14 @@ def test_channels_last_and_device_prefetch_are_not_exported() -> None:
     assert plain == tuned
 
 
+def test_retaining_freed_memory_is_exported_as_the_environment_to_start_python_with() -> None:
+    assert "environment" not in exports(Config(), CPU)
+    environment = exports(Config(retain_freed_memory=True), CPU)["environment"]
+    assert environment == {"MALLOC_MMAP_THRESHOLD_": str(1 << 30),
+                           "MALLOC_TRIM_THRESHOLD_": str((1 << 31) - 1)}
+    # What the variables do is tested in test_host_allocator.py.
+
+
 def test_exports_are_json() -> None:
     section = exports(Config(num_workers=2, prefetch_factor=2, amp="fp16"), CUDA)
     assert json.loads(json.dumps(section)) == section

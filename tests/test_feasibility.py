@@ -23,6 +23,7 @@ configs = st.builds(
     channels_last=st.booleans(),
     cudnn_benchmark=st.booleans(),
     tf32=st.booleans(),
+    retain_freed_memory=st.booleans(),
 ).map(Config.normalized)
 
 
@@ -41,6 +42,7 @@ def _grown(config: Config, draw: Any) -> Config:
         channels_last=config.channels_last,
         cudnn_benchmark=draw(st.booleans()),
         tf32=draw(st.booleans()),
+        retain_freed_memory=config.retain_freed_memory or draw(st.booleans()),
     )
 
 
@@ -57,7 +59,7 @@ def _below_in_one_setting(config: Config, failed: Config, draw: Any) -> Config:
         ahead = failed.prefetch_factor or 2
         if ahead > 1:
             options.append({"prefetch_factor": draw(st.integers(1, ahead - 1))})
-    for flag in ("pin_memory", "persistent_workers", "device_prefetch"):
+    for flag in ("pin_memory", "persistent_workers", "device_prefetch", "retain_freed_memory"):
         if getattr(failed, flag):
             options.append({flag: False})
     return config.model_copy(update=draw(st.sampled_from(options))).normalized()

@@ -226,6 +226,27 @@ def test_uncovered_knobs_and_extrapolation_raise_the_uncertainty() -> None:
     assert plain < beyond
 
 
+def test_of_equal_predictions_the_allocator_the_profile_ran_with_leads() -> None:
+    # The profile cannot time glibc's defaults and retained memory in one process; it runs
+    # with the setting the space can reach, and of two otherwise equal configurations the one
+    # it measured is ranked first (and seeded), the other marked less certain.
+    space = SearchSpace(CPU.model_copy(update={"glibc_malloc": True}), TOKENS,
+                        fixed={"amp": "off"}, ranges={"batch_size": "32,64", "num_workers": "0"})
+    assert space.searched["retain_freed_memory"] == (False, True)
+    profile = make_profile({32: 1000.0, 64: 2000.0}, {0: 1e5}).model_copy(
+        update={"retained_freed_memory": True})
+    predictions = predict_space(profile, space)
+    top = ranking(predictions, space)
+    assert [(c.batch_size, c.retain_freed_memory) for c, _ in top] == [
+        (64, True), (64, False), (32, True), (32, False)]
+    assert top[0][1] == top[1][1]
+    default, retained = predict_configs(profile, [
+        Config(batch_size=64), Config(batch_size=64, retain_freed_memory=True)]).uncertainty
+    assert retained < default
+    seeds = seed_configs(predictions, space, 20, [space.baseline()])
+    assert seeds[0] == Config(batch_size=64, retain_freed_memory=True)
+
+
 def test_a_profile_predicts_the_biggest_space_quickly() -> None:
     space = SearchSpace(GPU, IMAGES, extra_workers=(96, 128))
     step = {b: 100.0 * b for b in space.choices["batch_size"][::3]}

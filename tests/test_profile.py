@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from autotune.measure import glibc_malloc
 from autotune.measure._profile import ProfilePlan, _loader_saturated, profile_step
 from autotune.predict import LoaderPoint, Profile, predict_space
 from autotune.runner import probe_workload, profile_workload
@@ -98,6 +99,9 @@ def test_a_profiled_job_stores_predicts_seeds_and_explains(tmp_path: Path, workl
     (stored,) = rows(db, "select profile from autotune_jobs")
     profile = Profile.model_validate_json(str(stored[0]))
     assert profile.step and profile.loader
+    # On Linux the probe sees glibc, so the space holds retained memory and the profile ran
+    # with it (the step sweep's heap is then the one such a trial has).
+    assert profile.retained_freed_memory is glibc_malloc()
     phases = [phase for (phase,) in rows(db, "select phase from autotune_trials order by number")]
     assert "predicted" in phases
     predicted = rows(db, "select predicted_samples_per_s from autotune_trials")
@@ -105,6 +109,8 @@ def test_a_profiled_job_stores_predicts_seeds_and_explains(tmp_path: Path, workl
     document = json.loads(out.read_text())
     assert document["profile"]["step"] and document["profile"]["loader"]
     assert "Ceiling: the step alone reaches" in document["diagnosis"]
+    searched = document["search_space"]["searched"]
+    assert ("retain_freed_memory" in searched) is glibc_malloc()
     assert "profile (" in result.stdout
 
     # A resumed job reuses the stored profile: nothing is measured again.

@@ -12,6 +12,11 @@ from autotune.measure._fingerprint import (
     fingerprint_differences,
     resolve_device,
 )
+from autotune.measure._host_allocator import (
+    RETAIN_ENVIRONMENT,
+    glibc_malloc,
+    retain_freed_memory,
+)
 from autotune.measure._host_memory import (
     TreeMemorySampler,
     peak_proportional_bytes,
@@ -45,6 +50,7 @@ __all__ = [
     "MeasurePlan",
     "NonFiniteLoss",
     "ProfilePlan",
+    "RETAIN_ENVIRONMENT",
     "TrainingLoop",
     "TrainingStep",
     "TreeMemorySampler",
@@ -63,12 +69,14 @@ __all__ = [
     "device_uuid",
     "fingerprint",
     "fingerprint_differences",
+    "glibc_malloc",
     "input_batch_ndim",
     "measure",
     "nvml_devices",
     "peak_proportional_bytes",
     "profile",
     "resolve_device",
+    "retain_freed_memory",
     "returned_loss",
     "set_tf32",
     "to_device",

@@ -11,6 +11,7 @@ import psutil
 import torch
 
 from autotune.errors import ConfigError
+from autotune.measure._host_allocator import glibc_malloc
 from autotune.measure._nvml import nvml_devices
 from autotune.measure._visible import visible_devices
 from autotune.space import DeviceInfo
@@ -82,6 +83,7 @@ def device_info(device: torch.device) -> DeviceInfo:
             bf16_native=props.major >= 8,
             compute_capability=(props.major, props.minor),
             cpu_count=cpu_count(),
+            glibc_malloc=glibc_malloc(),
         )
     return DeviceInfo(
         type="cpu",
@@ -90,6 +92,7 @@ def device_info(device: torch.device) -> DeviceInfo:
         bf16_supported=True,  # CPU autocast runs bf16 everywhere; whether it pays is measured
         bf16_native=bool(_CPU_BF16_FLAGS & cpu_flags()),
         cpu_count=cpu_count(),
+        glibc_malloc=glibc_malloc(),
     )
 
 

@@ -33,6 +33,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, default_collate
 
 from autotune.measure._batches import map_tensors, to_device
+from autotune.measure._host_allocator import retain_freed_memory
 from autotune.measure._host_memory import peak_rss_bytes, reset_peak_rss, tree_memory_bytes
 from autotune.measure._loop import _loader_length, build_loader
 from autotune.measure._step import TrainingStep, forward_loss
@@ -89,6 +90,9 @@ class ProfilePlan:
     extend_workers: bool = True
     step_budget_s: float = STEP_BUDGET_S
     loader_budget_s: float = LOADER_BUDGET_S
+    #: Run with glibc keeping freed host memory (when the space holds that setting): the step
+    #: sweep's one long-lived process then sees the heap a trial with it sees.
+    retain_freed_memory: bool = False
 
 
 def _cpu_seconds(process: psutil.Process, children: bool = False) -> float:
@@ -467,6 +471,8 @@ def _epoch_length(dataset: Any) -> int | None:
 def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Profile:
     """Measure the step alone and the loader alone (see the module's description)."""
     started = time.perf_counter()
+    if plan.retain_freed_memory:
+        retain_freed_memory()
     torch.manual_seed(0)
     dataset = workload.dataset()
     cpu_count = os.cpu_count() or 1
@@ -489,6 +495,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         worker_memory_bytes=_worker_memory(loader),
         extra_workers=extended_workers(loader, grid_max),
         grid_max_workers=grid_max,
+        retained_freed_memory=plan.retain_freed_memory,
         duration_s=time.perf_counter() - started,
         budget_s=plan.step_budget_s + plan.loader_budget_s,
     )

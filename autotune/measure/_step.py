@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from autotune.measure._batches import DevicePrefetcher, to_device
+from autotune.measure._host_allocator import retain_freed_memory
 from autotune.space import Config
 from autotune.workload import ModelInputs, Workload
 
@@ -43,8 +44,11 @@ def set_tf32(enabled: bool) -> None:
 
 
 def apply_backend_flags(config: Config, device: torch.device) -> None:
-    """Set the CUDA backend flags the configuration chose; ``tf32=None`` leaves PyTorch's own
+    """Set the process-wide settings the configuration chose: glibc's malloc thresholds when
+    it retains freed memory, the CUDA backend flags; ``tf32=None`` leaves PyTorch's own
     defaults (and anything the user set) untouched."""
+    if config.retain_freed_memory:
+        retain_freed_memory()
     if device.type != "cuda":
         return
     torch.backends.cudnn.benchmark = config.cudnn_benchmark

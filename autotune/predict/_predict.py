@@ -47,6 +47,9 @@ UNCOVERED_KNOB = {
     "persistent_workers": 0.05, "prefetch_factor": 0.05,
     # The step sweep runs eagerly: a compiled step's speed (and its compile time) is unknown.
     "compile": 0.5,
+    # The profile ran with or without glibc retaining freed memory; the other setting changes
+    # how many pages each step faults in afresh, by an amount only a trial shows.
+    "retain_freed_memory": 0.1,
 }
 #: The prefetch factor of the loader sweep.
 PROFILED_PREFETCH = 1
@@ -153,6 +156,7 @@ class Columns:
     cudnn_benchmark: BoolArray
     tf32: BoolArray  # True when TF32 is forced on
     compile: IntArray  # index into ("off", "default", "max-autotune")
+    retain_freed_memory: BoolArray
 
     def __len__(self) -> int:
         return len(self.batch_size)
@@ -172,6 +176,7 @@ class Columns:
             cudnn_benchmark=np.array([c.cudnn_benchmark for c in rows], dtype=bool),
             tf32=np.array([c.tf32 is True for c in rows], dtype=bool),
             compile=np.array([_COMPILE_MODES.index(c.compile) for c in rows], dtype=np.int64),
+            retain_freed_memory=np.array([c.retain_freed_memory for c in rows], dtype=bool),
         )
 
     @classmethod
@@ -246,12 +251,14 @@ class Predictions:
             "cudnn_benchmark": bool(c.cudnn_benchmark[index]),
             "tf32": True if c.tf32[index] else None,
             "compile": _COMPILE_MODES[int(c.compile[index])],
+            "retain_freed_memory": bool(c.retain_freed_memory[index]),
         }
 
     def best(self, count: int) -> list[int]:
-        """Indices of the ``count`` fastest configurations predicted to fit in memory."""
+        """Indices of the ``count`` fastest configurations predicted to fit in memory; of
+        equal predictions, the more certain first (the one closer to what the profile ran)."""
         rate = np.where(self.over_memory, -np.inf, self.samples_per_s)
-        order = np.argsort(-rate, kind="stable")
+        order = np.lexsort((self.uncertainty, -rate))
         return [int(i) for i in order[:count] if np.isfinite(rate[i])]
 
     def most_uncertain(self, count: int, among: int | None = None) -> list[int]:
@@ -317,7 +324,7 @@ def predict_columns(profile: Profile, columns: Columns,
     if memory_budget_bytes is not None:
         over |= np.nan_to_num(memory, nan=0.0) > memory_budget_bytes
     bound = np.where(over, _MEMORY, bound)
-    uncertainty = np.maximum(step_unc, loader_unc) + _uncovered(columns)
+    uncertainty = np.maximum(step_unc, loader_unc) + _uncovered(profile, columns)
     return Predictions(columns=columns, samples_per_s=rate, memory_bytes=memory,
                        over_memory=over, uncertainty=np.minimum(1.0, uncertainty), bound=bound)
 
@@ -426,8 +433,9 @@ def _loader_memory(profile: Profile, columns: Columns) -> FloatArray:
     return workers * profile.worker_memory_bytes + ahead
 
 
-def _uncovered(columns: Columns) -> FloatArray:
+def _uncovered(profile: Profile, columns: Columns) -> FloatArray:
     has_workers = columns.num_workers > 0
+    allocator_differs = columns.retain_freed_memory != profile.retained_freed_memory
     return (UNCOVERED_KNOB["pin_memory"] * columns.pin_memory
             + UNCOVERED_KNOB["device_prefetch"] * columns.device_prefetch
             + UNCOVERED_KNOB["cudnn_benchmark"] * columns.cudnn_benchmark
@@ -435,7 +443,8 @@ def _uncovered(columns: Columns) -> FloatArray:
             + UNCOVERED_KNOB["compile"] * (columns.compile > 0)
             + UNCOVERED_KNOB["persistent_workers"] * (columns.persistent_workers & has_workers)
             + UNCOVERED_KNOB["prefetch_factor"]
-            * (has_workers & (columns.prefetch_factor != PROFILED_PREFETCH)))
+            * (has_workers & (columns.prefetch_factor != PROFILED_PREFETCH))
+            + UNCOVERED_KNOB["retain_freed_memory"] * allocator_differs)
 
 
 def predict_space(profile: Profile, space: SearchSpace,

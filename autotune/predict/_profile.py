@@ -121,6 +121,8 @@ class Profile(BaseModel):
     extra_workers: list[int] = []
     #: Worker counts the space would search (the loader sweep's starting grid).
     grid_max_workers: int = 0
+    #: The profile's process kept freed host memory (``retain_freed_memory``) while it ran.
+    retained_freed_memory: bool = False
     duration_s: float = 0.0
     budget_s: float = 0.0
 

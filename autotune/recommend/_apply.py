@@ -94,9 +94,11 @@ class Recommendation:
 
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Move ``model`` to the device, in channels_last when recommended, set the backend
-        flags (``cudnn.benchmark``, TF32) the recommendation was measured with, and
-        ``torch.compile`` it with the recommended mode; TF32 left unset in the recommendation
-        stays as PyTorch (or your script) has it.
+        flags (``cudnn.benchmark``, TF32) and glibc's malloc thresholds
+        (``retain_freed_memory``, for this process and the DataLoader workers it starts
+        afterwards) the recommendation was measured with, and ``torch.compile`` it with the
+        recommended mode; TF32 left unset in the recommendation stays as PyTorch (or your
+        script) has it.
 
         Train the returned model. When it is compiled, its ``state_dict`` keys start with
         ``_orig_mod.``: save the module you passed in instead.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from autotune.measure import RETAIN_ENVIRONMENT
 from autotune.space import Config, DeviceInfo
 
 # Lightning 2.x names (``lightning.pytorch.Trainer``): the precision strings replaced 1.x's
@@ -91,9 +92,11 @@ def torch_compile_kwargs(config: Config) -> dict[str, Any] | None:
 
 def exports(config: Config, device: DeviceInfo) -> dict[str, dict[str, Any]]:
     """The recommendation's ``exports`` section: ``dataloader``, ``lightning_trainer`` and
-    ``hf_training_arguments`` keyword arguments for ``config`` on ``device``, and
+    ``hf_training_arguments`` keyword arguments for ``config`` on ``device``,
     ``torch_compile``'s when the model is to be compiled (Lightning has no ``Trainer``
-    argument for it: compile the LightningModule with them)."""
+    argument for it: compile the LightningModule with them), and ``environment`` when glibc is
+    to retain freed memory: variables to set before Python starts, for a script that does not
+    call ``rec.prepare_model`` (which sets the same thresholds in the running process)."""
     sections = {
         "dataloader": dataloader_kwargs(config),
         "lightning_trainer": lightning_trainer_kwargs(config, device),
@@ -102,4 +105,6 @@ def exports(config: Config, device: DeviceInfo) -> dict[str, dict[str, Any]]:
     compile_kwargs = torch_compile_kwargs(config)
     if compile_kwargs is not None:
         sections["torch_compile"] = compile_kwargs
+    if config.retain_freed_memory:
+        sections["environment"] = dict(RETAIN_ENVIRONMENT)
     return sections

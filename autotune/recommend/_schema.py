@@ -71,12 +71,13 @@ OPTIONAL: dict[str, str] = {
     "profile.memory": _LIST,
     "trials.search_budget": _INT,
     "trials.search_ended": _STR,
+    "exports.environment": _DICT,
 }
 
 _MISSING = object()
 
 #: Knobs a v1 document written before they existed lacks, and the value it was measured with.
-KNOBS_ADDED_LATER: dict[str, Any] = {"compile": "off"}
+KNOBS_ADDED_LATER: dict[str, Any] = {"compile": "off", "retain_freed_memory": False}
 
 
 def _is_int(value: Any) -> bool:

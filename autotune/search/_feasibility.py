@@ -18,7 +18,8 @@ def needs_at_least_as_much_memory(config: Config, failed: Config) -> bool:
     """Whether ``config`` holds at least what ``failed`` held in every knob that costs memory.
 
     Batch size, workers, batches each worker holds ahead, pinned buffers, persistent workers
-    and a batch prefetched to the device only add memory as they grow or turn on. Precision
+    a batch prefetched to the device and freed memory kept by malloc only add memory as they
+    grow or turn on. Precision
     and layout have no such order (autocast keeps fp32 weights plus cached half copies;
     channels_last may copy inputs), nor has torch.compile (it changes which activations are
     saved for backward, and its compile workers use host memory), so they must be equal. A
@@ -34,6 +35,7 @@ def needs_at_least_as_much_memory(config: Config, failed: Config) -> bool:
         and config.pin_memory >= failed.pin_memory
         and config.persistent_workers >= failed.persistent_workers
         and config.device_prefetch >= failed.device_prefetch
+        and config.retain_freed_memory >= failed.retain_freed_memory
     )
 
 

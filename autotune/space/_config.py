@@ -41,6 +41,9 @@ class Config(BaseModel):
     tf32: bool | None = None
     #: ``torch.compile`` the model: off, or with inductor's ``default`` or ``max-autotune`` mode.
     compile: CompileMode = "off"
+    #: glibc's malloc keeps freed host memory for the next step instead of handing it back to
+    #: the kernel (CPU devices on Linux; see ``autotune.measure._host_allocator``).
+    retain_freed_memory: bool = False
     #: Micro-batches per optimizer step; set from ``--effective-batch``, never searched.
     grad_accum_steps: int = 1
 

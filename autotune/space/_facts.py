@@ -32,6 +32,9 @@ class DeviceInfo(BaseModel):
     #: torch refuses); None when it can. Found by the probe: a device described otherwise (by
     #: hand, or stored before compile was a knob) is not known to compile.
     compile_unavailable: str | None = NOT_CHECKED_FOR_COMPILE
+    #: The trial processes allocate host memory with glibc's malloc, whose thresholds can be
+    #: set; False for a device described before this was probed.
+    glibc_malloc: bool = False
 
     @property
     def is_cuda(self) -> bool:

@@ -46,6 +46,15 @@ def _tf32_capable(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
     return None
 
 
+def _cpu_with_glibc(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
+    if device.is_cuda:
+        return ("only searched on a CPU device, where the step's own tensors are host memory "
+                "(on CUDA they live in PyTorch's caching allocator)")
+    if not device.glibc_malloc:
+        return "needs glibc's malloc (Linux), which this device's processes were not seen using"
+    return None
+
+
 def _compile_runs(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
     return device.compile_unavailable
 
@@ -99,6 +108,9 @@ KNOBS: dict[str, Knob] = {
              help="TF32 for every fp32 matmul and convolution (null: PyTorch's defaults)"),
         Knob("compile", ("off", "default", "max-autotune"), "off", _compile_runs,
              help="torch.compile the model (inductor's mode)"),
+        Knob("retain_freed_memory", (False, True), False, _cpu_with_glibc,
+             help="glibc's malloc keeps freed host memory for the next step instead of "
+                  "returning it to the kernel (no page faults per step, more resident memory)"),
     )
 }
 

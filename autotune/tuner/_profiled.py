@@ -43,6 +43,7 @@ def profile_plan(space: SearchSpace, memory_budget_bytes: int | None, host_budge
         extend_workers="num_workers" not in space.fixed and len(choices["num_workers"]) > 1,
         step_budget_s=seconds / 2,
         loader_budget_s=seconds / 2,
+        retain_freed_memory=True in choices["retain_freed_memory"],
     )
 
 
