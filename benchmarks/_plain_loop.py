@@ -28,6 +28,7 @@ import ctypes
 import itertools
 import json
 import os
+import resource
 import sys
 import time
 from collections.abc import Iterator
@@ -150,6 +151,7 @@ def main() -> None:
         for _ in range(len(loader)):  # one whole epoch of warm-up
             step()
     samples, steps = 0, 0
+    faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     start = clock()
     while True:
         samples += step()
@@ -160,8 +162,11 @@ def main() -> None:
                 and time.perf_counter() - start >= plan["min_seconds"]):
             break
     elapsed = clock() - start
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({"outcome": "ok", "samples_per_s": samples / elapsed, "window_s": elapsed,
-                      "steps": steps}), flush=True)
+                      "steps": steps,
+                      "minor_faults_per_step": (usage.ru_minflt - faults_before) / steps,
+                      "peak_rss_bytes": usage.ru_maxrss * 1024}), flush=True)
     os._exit(0)  # do not wait on loader workers at teardown; the parent kills the group
 
 

@@ -111,6 +111,7 @@ def test_a_profiled_job_stores_predicts_seeds_and_explains(tmp_path: Path, workl
     assert "Ceiling: the step alone reaches" in document["diagnosis"]
     searched = document["search_space"]["searched"]
     assert ("retain_freed_memory" in searched) is glibc_malloc()
+    assert document["profile"]["retained_freed_memory"] is glibc_malloc()
     assert "profile (" in result.stdout
 
     # A resumed job reuses the stored profile: nothing is measured again.

@@ -162,6 +162,7 @@ class Profile(BaseModel):
                         "fixed_bytes": int(m.fixed_bytes),
                         "per_sample_bytes": int(m.per_sample_bytes)} for m in self.memory],
             "extra_workers": list(self.extra_workers),
+            "retained_freed_memory": self.retained_freed_memory,
             "duration_s": self.duration_s,
         }
 
