@@ -4,8 +4,9 @@ By default glibc serves every block above a threshold (at most 32 MiB, raised as
 are freed) with its own ``mmap`` and returns it to the kernel when freed, and trims the top of
 its heap once more than twice that threshold is free there. A CPU training step allocates and
 frees activations and gradients of tens to hundreds of MiB each step, so the kernel zeroes and
-faults those pages in again every step: on the built-in text-transformer tens of thousands of
-minor page faults per step, for as long as the run lasts (benchmarks/RESULTS.md, section 1b).
+faults those pages in again every step: on the built-in text-transformer thousands to tens of
+thousands of minor page faults per step, for as long as the run lasts (benchmarks/RESULTS.md,
+section 1b).
 
 Raising both thresholds (what ``python -m torch.backends.xeon.run_cpu`` gets from jemalloc or
 tcmalloc, with glibc's own allocator) keeps freed memory in the process for reuse: no faults
@@ -26,8 +27,8 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 #: Blocks below 1 GiB come from the heap, and the heap keeps up to 2 GiB free at its top.
 MMAP_THRESHOLD_BYTES = 1 << 30
-#: Older glibc (2.33 still) refuses an mmap threshold above half its heap size: 32 MiB on
-#: 64 bits. Blocks above it are then still mapped afresh; the heap below it is kept.
+#: Older glibc (its sources of 2021 still) refuses an mmap threshold above half its heap size:
+#: 32 MiB on 64 bits. Blocks above it are then still mapped afresh; the heap below it is kept.
 OLD_GLIBC_MMAP_THRESHOLD_BYTES = 32 << 20
 TRIM_THRESHOLD_BYTES = (1 << 31) - 1  # mallopt takes an int
 #: The same settings for a process not yet started: glibc reads them when malloc starts up.
@@ -54,8 +55,8 @@ def retain_freed_memory() -> None:
     with it must not run silently without it.
     """
     if not glibc_malloc():
-        raise OSError("retain_freed_memory needs glibc's malloc (Linux); this process has "
-                      f"another C library on {sys.platform}: set retain_freed_memory to false")
+        raise OSError("retain_freed_memory needs glibc's malloc (Linux), which this process "
+                      "does not use; set retain_freed_memory to false")
     libc = ctypes.CDLL(None)
     mmap_set = any(libc.mallopt(_M_MMAP_THRESHOLD, value) == 1
                    for value in (MMAP_THRESHOLD_BYTES, OLD_GLIBC_MMAP_THRESHOLD_BYTES))

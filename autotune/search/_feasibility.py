@@ -17,13 +17,12 @@ def _batches_ahead_per_worker(config: Config) -> int:
 def needs_at_least_as_much_memory(config: Config, failed: Config) -> bool:
     """Whether ``config`` holds at least what ``failed`` held in every knob that costs memory.
 
-    Batch size, workers, batches each worker holds ahead, pinned buffers, persistent workers
+    Batch size, workers, batches each worker holds ahead, pinned buffers, persistent workers,
     a batch prefetched to the device and freed memory kept by malloc only add memory as they
-    grow or turn on. Precision
-    and layout have no such order (autocast keeps fp32 weights plus cached half copies;
-    channels_last may copy inputs), nor has torch.compile (it changes which activations are
-    saved for backward, and its compile workers use host memory), so they must be equal. A
-    configuration smaller in any one knob might fit, and is measured.
+    grow or turn on. Precision and layout have no such order (autocast keeps fp32 weights plus
+    cached half copies; channels_last may copy inputs), nor has torch.compile (it changes which
+    activations are saved for backward, and its compile workers use host memory), so they must
+    be equal. A configuration smaller in any one knob might fit, and is measured.
     """
     return (
         config.amp == failed.amp
