@@ -71,6 +71,9 @@ def test_the_memory_model_predicts_which_batches_break_the_budget(workload_file)
                               ranges={"batch_size": "8..512"})
     # The sweep stops before a batch predicted over the budget (or when its time is up).
     assert all((p.peak_memory_bytes or 0) <= budget for p in profile.step)
+    # Measured with freed memory retained (the space holds the knob): each point's peak starts
+    # from a trimmed heap, not from the earlier points' retained buffers.
+    assert profile.retained_freed_memory is glibc_malloc()
     model = profile.memory_model("off", False)
     assert model is not None and model.per_sample_bytes >= 2**20 * 0.5  # 1 MiB samples
     predictions = predict_space(profile, space, budget)

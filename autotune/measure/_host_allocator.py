@@ -48,6 +48,14 @@ def glibc_malloc() -> bool:
         return False
 
 
+def release_freed_memory() -> None:
+    """Hand the memory malloc holds free back to the kernel now (``malloc_trim(0)``), so that
+    the resident size is what is live: the profile does this before each point's peak, which
+    otherwise, with freed memory retained, would carry every earlier point's buffers."""
+    if glibc_malloc():
+        ctypes.CDLL(None).malloc_trim(0)
+
+
 def retain_freed_memory() -> None:
     """Keep freed host memory in this process (and the processes it forks from now on).
 

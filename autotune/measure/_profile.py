@@ -33,7 +33,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, default_collate
 
 from autotune.measure._batches import map_tensors, to_device
-from autotune.measure._host_allocator import retain_freed_memory
+from autotune.measure._host_allocator import release_freed_memory, retain_freed_memory
 from autotune.measure._host_memory import peak_rss_bytes, reset_peak_rss, tree_memory_bytes
 from autotune.measure._loop import _loader_length, build_loader
 from autotune.measure._step import TrainingStep, forward_loss
@@ -195,6 +195,7 @@ def _time_step(bench: _StepBench, batches: list[Any], batch_size: int,
     if cuda:
         torch.cuda.reset_peak_memory_stats(bench.device)
     else:
+        release_freed_memory()
         reset_peak_rss()
     bench.step(batches[0])
     bench.synchronize()
