@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from autotune.measure import MeasurePlan
 from autotune.runner import ProbeResult, kill_group, probe_workload, run_trial
@@ -175,10 +175,14 @@ class WorkloadContext:
         )
 
 
-def interleave(arms: Mapping[str, Callable[[], Run]], rounds: int) -> dict[str, list[Run]]:
+Measured = TypeVar("Measured")
+
+
+def interleave(arms: Mapping[str, Callable[[], Measured]],
+               rounds: int) -> dict[str, list[Measured]]:
     """Run every arm once per round, rotating the order, so drift falls on all of them alike."""
     names = list(arms)
-    runs: dict[str, list[Run]] = {name: [] for name in names}
+    runs: dict[str, list[Measured]] = {name: [] for name in names}
     for index in range(rounds):
         shift = index % len(names)
         for name in names[shift:] + names[:shift]:

@@ -15,6 +15,7 @@ under ``flock /tmp/autotune-bench.lock`` so that no other benchmark overlaps.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 from typing import Any
@@ -23,7 +24,7 @@ import torch
 
 from autotune.measure import device_info
 from autotune.space import Config
-from benchmarks._harness import cv, log, run_module
+from benchmarks._harness import cv, interleave, log, run_module
 from benchmarks._settings import COMMITTED_PICKS
 
 ARMS = {"glibc defaults": False, "retain_freed_memory": True}
@@ -37,6 +38,7 @@ def _config(name: str) -> Config:
 
 
 def _run(name: str, config: Config, seconds: float) -> dict[str, Any]:
+    """One fresh plain-loop process; its answer, logged."""
     answer = run_module("benchmarks._plain_loop", {
         "workload": f"builtin:{name}", "config": config.model_dump(), "mode": "loader",
         "device": "cpu",
@@ -44,21 +46,20 @@ def _run(name: str, config: Config, seconds: float) -> dict[str, Any]:
     }, timeout_s=seconds * 4 + 300)
     if answer["outcome"] != "ok":
         raise SystemExit(f"{name}: the plain loop failed: {answer.get('error')}")
+    log(f"{name}, retain_freed_memory={config.retain_freed_memory}: "
+        f"{answer['samples_per_s']:,.1f} samples/s, "
+        f"{answer['minor_faults_per_step']:,.0f} faults/step")
     return answer
 
 
-def measure(name: str, rounds: int, seconds: float) -> dict[str, list[dict[str, Any]]]:
+def measure(name: str, base: Config, rounds: int,
+            seconds: float) -> dict[str, list[dict[str, Any]]]:
     """Every arm once per round, the order alternating, so drift falls on both alike."""
-    base = _config(name)
-    runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
-    for index in range(rounds):
-        order = list(ARMS) if index % 2 == 0 else list(reversed(ARMS))
-        for arm in order:
-            config = base.model_copy(update={"retain_freed_memory": ARMS[arm]})
-            runs[arm].append(_run(name, config, seconds))
-            log(f"{name} round {index + 1} {arm}: {runs[arm][-1]['samples_per_s']:,.1f} "
-                f"samples/s, {runs[arm][-1]['minor_faults_per_step']:,.0f} faults/step")
-    return runs
+    return interleave({
+        arm: functools.partial(_run, name,
+                               base.model_copy(update={"retain_freed_memory": retain}), seconds)
+        for arm, retain in ARMS.items()
+    }, rounds)
 
 
 def _row(name: str, config: Config, arm: str, runs: list[dict[str, Any]],
@@ -91,9 +92,10 @@ def main(argv: list[str] | None = None) -> None:
           "| minor faults per step | peak RSS |")
     print("|---|---|---|---|---|---|---|---|")
     for name in args.workload or ["text-transformer", "image-cnn"]:
-        runs = measure(name, args.rounds, args.seconds)
+        config = _config(name)
+        runs = measure(name, config, args.rounds, args.seconds)
         for arm in ARMS:
-            print(_row(name, _config(name), arm, runs[arm], runs["glibc defaults"]), flush=True)
+            print(_row(name, config, arm, runs[arm], runs["glibc defaults"]), flush=True)
 
 
 if __name__ == "__main__":
