@@ -128,6 +128,20 @@ def test_run_end_to_end_writes_a_valid_recommendation(tmp_path: Path, workload_f
                for (c,) in rows(db, "select config from autotune_trials"))
 
 
+def test_a_time_budget_shorter_than_the_confirmation_still_measures_the_baseline(
+    tmp_path: Path, workload_file
+) -> None:
+    """A budget that the confirmation's estimate alone exceeds ends the search after the
+    baseline, not before it: the job recommends (the baseline) instead of failing unmeasured."""
+    db, out = str(tmp_path / "a.db"), tmp_path / "best.json"
+    result = autotune("run", workload_file("tiny"), "--trials", "4", "--time-budget", "1",
+                      "--db", db, "--out", str(out), "--device", "cpu", *FAST_FLAGS)
+    assert result.returncode == 0, result.stderr
+    searched = rows(db, "select phase from autotune_trials where phase != 'confirm'")
+    assert searched == [("baseline",)]
+    validate_recommendation(json.loads(out.read_text()))
+
+
 def test_memory_budget_is_respected_and_oom_bounds_larger_batches(
     tmp_path: Path, workload_file
 ) -> None:

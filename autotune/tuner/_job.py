@@ -338,7 +338,10 @@ class _JobRun:
         if self.cancel.is_set():
             return True
         budget = self.options.time_budget_s
-        if budget is None:
+        # The baseline (the first measurement) runs whatever the budget: without it there is
+        # nothing to recommend against, and a budget shorter than the confirmation's estimate
+        # would otherwise end the job before it measured anything.
+        if budget is None or not self.durations:
             return False
         return time.monotonic() + self._confirm_estimate_s() >= self.started + budget
 
