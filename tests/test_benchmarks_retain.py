@@ -9,16 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
-from autotune.measure import device_info
+from autotune.measure import glibc_malloc
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not device_info(torch.device("cpu")).glibc_malloc,
-                    reason="the knob needs glibc's malloc")
+@pytest.mark.skipif(not glibc_malloc(), reason="the knob needs glibc's malloc (Linux)")
 def test_the_table_has_both_arms_and_the_knob_stops_the_faults() -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "benchmarks.retain_freed_memory", "--workload",
