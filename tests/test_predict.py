@@ -171,6 +171,28 @@ def test_the_slower_side_is_named_as_the_bound() -> None:
     assert {step_bound.bound_name(i) for i in range(len(step_bound))} == {"step"}
 
 
+def test_the_training_thread_also_receives_and_copies_each_batch() -> None:
+    # Seen on an H200: a launch-bound step of 3.4 ms, 1.8 ms receiving the batch from the
+    # workers and 0.2 ms copying it ran one after the other on the training thread.
+    profile = make_profile({64: 64 / 3.4e-3, 256: 256 / 6e-3}, {0: 1e6, 8: 1e6},
+                           device_type="cuda")
+    step = [p.model_copy(update={"copy_s": 0.2e-3 * p.batch_size / 128}) for p in profile.step]
+    loader = [p.model_copy(update={"main_cpu_s_per_batch": 1.8e-3 if p.num_workers else None})
+              for p in profile.loader]
+    profile = profile.model_copy(update={"step": step, "loader": loader})
+    configs = [Config(batch_size=64, num_workers=8), Config(batch_size=64, num_workers=0),
+               Config(batch_size=64, num_workers=8, pin_memory=True),
+               Config(batch_size=256, num_workers=8)]
+    predicted = predict_configs(profile, configs).samples_per_s
+    assert predicted[0] == pytest.approx(64 / (3.4e-3 + 1.8e-3 + 0.1e-3), rel=1e-3)
+    # Without workers nothing is received; the copy stays.
+    assert predicted[1] == pytest.approx(1 / (1 / (64 / 3.5e-3) + 1 / 1e6), rel=1e-3)
+    # From pinned memory the copy does not hold the thread up.
+    assert predicted[2] == pytest.approx(64 / (3.4e-3 + 1.8e-3), rel=1e-3)
+    # Each batch size copies its own bytes.
+    assert predicted[3] == pytest.approx(256 / (6e-3 + 1.8e-3 + 0.4e-3), rel=1e-3)
+
+
 def test_on_a_cpu_the_step_and_the_loader_share_the_cores() -> None:
     # Each alone is fast, but together they need more CPU than two cores have.
     profile = make_profile({32: 10_000.0}, {0: 1e4, 4: 1e4}, step_cores=2.0, loader_cpu=4e-4)

@@ -51,6 +51,10 @@ def test_slow_storage_loader_scales_past_the_grid_and_the_step_is_far_faster() -
     restarts = {p.num_workers: p.restart_s for p in profile.loader}
     assert restarts[0] is None
     assert all(s is not None and s > 0 for w, s in restarts.items() if w)
+    # What the training thread pays per batch beside its step: receiving it (timed on the
+    # thread's own clock, finer than the process's 10 ms ticks) and copying it.
+    assert all(p.main_cpu_s_per_batch for p in profile.loader if p.num_workers)
+    assert all(p.copy_s is not None for p in profile.step if p.samples_per_s)
 
 
 def test_a_compute_heavy_workload_is_bound_by_its_step(workload_file) -> None:
@@ -157,6 +161,11 @@ def test_a_cuda_profile_measures_device_memory_per_batch() -> None:
     profile = profile_workload("builtin:image-cnn", "cuda", plan, 300, budget_is_host_memory=False)
     assert all(p.cpu_cores is None for p in profile.step)
     assert any(m.per_sample_bytes > 0 for m in profile.memory)
+    # Each batch's copy to the device is timed, and a larger batch copies longer.
+    ran = sorted((p for p in profile.step if p.samples_per_s and not p.channels_last),
+                 key=lambda p: p.batch_size)
+    assert all(p.copy_s and p.copy_s > 0 for p in ran)
+    assert (ran[-1].copy_s or 0) > (ran[0].copy_s or 0)
 
 
 def _point(workers: int, samples_per_s: float, cpu_s_per_sample: float = 1e-3,

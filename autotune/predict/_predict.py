@@ -2,14 +2,15 @@
 
 A configuration trains no faster than its step alone (at its batch, precision and layout) nor
 than its loader alone (at its worker count); without workers the two run one after the other.
-On a CPU device both share the cores, so the rate is also at most
-``cores / (step CPU-s per sample + loader CPU-s per sample)``. Over a dataset of known length
-the loader is timed over whole epochs: its workers share an epoch's batches out in rounds (the
-last round part-empty, workers beyond the batch count idle), each epoch fills and drains the
-pipeline, and without persistent workers restarts them. Memory comes from the profile's
-linear memory model. The work is done on NumPy columns: the profile's tables are evaluated once
-per distinct batch/precision/layout and worker count, then gathered, so hundreds of thousands
-of configurations take well under a second.
+Between its steps the training thread also receives each batch from the workers and copies it to
+the device: host time added to the step's. On a CPU device both share the cores, so the rate is
+also at most ``cores / (step CPU-s per sample + loader CPU-s per sample)``. Over a dataset of
+known length the loader is timed over whole epochs: its workers share an epoch's batches out in
+rounds (the last round part-empty, workers beyond the batch count idle), each epoch fills and
+drains the pipeline, and without persistent workers restarts them. Memory comes from the
+profile's linear memory model. The work is done on NumPy columns: the profile's tables are
+evaluated once per distinct batch/precision/layout and worker count, then gathered, so hundreds
+of thousands of configurations take well under a second.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class _Part:
     out_of_memory: bool = False
     #: Loader only: the main process's seconds per batch to receive it from the workers.
     main_s_per_batch: float = 0.0
+    #: Step only: seconds to put the batch on the device without pinned memory.
+    copy_s: float = 0.0
 
 
 def _interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> tuple[float, float]:
@@ -108,7 +111,18 @@ def _step_part(profile: Profile, amp: str, channels_last: bool, batch: int) -> _
     cpu_per_sample = 0.0
     if all(c is not None for c in cpu):
         cpu_per_sample, _ = _interpolate(batches, [float(c or 0.0) for c in cpu], float(batch))
-    return _Part(rate, cpu_per_sample, BASE_UNCERTAINTY + added + extra)
+    return _Part(rate, cpu_per_sample, BASE_UNCERTAINTY + added + extra,
+                 copy_s=_copy_at(ran, batch))
+
+
+def _copy_at(points: Sequence[StepPoint], batch: int) -> float:
+    """Seconds to copy a batch of ``batch`` to the device: in proportion to the measured
+    batch nearest in size (a copy moves bytes); 0 where no point timed its copy."""
+    timed = [p for p in points if p.copy_s is not None]
+    if not timed:
+        return 0.0
+    nearest = min(timed, key=lambda p: abs(math.log(p.batch_size / batch)))
+    return float(nearest.copy_s or 0.0) * batch / nearest.batch_size
 
 
 def _fallback_points(profile: Profile) -> list[StepPoint]:
@@ -278,7 +292,7 @@ def predict_columns(profile: Profile, columns: Columns,
                     memory_budget_bytes: int | None = None) -> Predictions:
     """Predict each configuration of ``columns``; see the module's description."""
     n = len(columns)
-    step_rate, step_cpu, step_unc = np.empty(n), np.empty(n), np.empty(n)
+    step_rate, step_cpu, step_unc, copy = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     step_oom = np.zeros(n, dtype=bool)
     memory = np.full(n, np.nan)
     keys = columns.amp * 2 + columns.channels_last.astype(np.int64)
@@ -291,6 +305,7 @@ def predict_columns(profile: Profile, columns: Columns,
             part = _step_part(profile, amp, channels_last, int(batch))
             step_rate[where], step_cpu[where] = part.samples_per_s, part.cpu_s_per_sample
             step_unc[where], step_oom[where] = part.uncertainty, part.out_of_memory
+            copy[where] = part.copy_s
             if model is not None:
                 memory[where] = model.predict(float(batch))
     loader_rate, loader_cpu, loader_unc, receive = _loader_columns(profile.loader,
@@ -302,8 +317,11 @@ def predict_columns(profile: Profile, columns: Columns,
         loader_rate = np.where(no_workers, loader_rate,
                                _loader_at_batch(loader_rate, receive, columns.num_workers,
                                                 batch, float(profile.loader_batch_size)))
-        # The main process receives each batch from the workers on the step's own thread.
-        step_rate = np.where(no_workers, step_rate, batch / (batch / step_rate + receive))
+        # The training thread receives each batch from the workers and copies it to the
+        # device, one after the other with its step. A copy from pinned memory on CUDA does
+        # not wait (the loader's pinning thread copies beside it).
+        copy = np.where(columns.pin_memory & (profile.device_type == "cuda"), 0.0, copy)
+        step_rate = batch / (batch / step_rate + receive + copy)
         epoch_start_s = np.zeros(n)
         if profile.dataset_length:
             loader_rate, epoch_start_s = _over_epochs(profile, columns, step_rate, loader_rate)
