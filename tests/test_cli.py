@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from autotune.recommend import validate_recommendation
+from autotune.tuner._job import MIN_CONFIRM_ENTRIES, confirm_room
 
 #: The profile (about 10 s a job) and torch.compile (15 s and more a compiled trial) have their
 #: own tests (test_profile.py, test_compile.py).
@@ -140,6 +141,16 @@ def test_a_time_budget_shorter_than_the_confirmation_still_measures_the_baseline
     searched = rows(db, "select phase from autotune_trials where phase != 'confirm'")
     assert searched == [("baseline",)]
     validate_recommendation(json.loads(out.read_text()))
+
+
+def test_a_time_budget_trims_the_confirmation_before_it_stops_the_search() -> None:
+    """The search runs while the time left covers confirming its best beside the baseline;
+    the confirmation then takes the candidates the time left covers. (The whole confirmation
+    reserved up front, 5 entries x 3 rounds of 16 s, ended a 170 s job after its baseline.)"""
+    assert MIN_CONFIRM_ENTRIES == 2
+    assert confirm_room(seconds_left=100, seconds_per_entry=3 * 16) == 1
+    assert confirm_room(seconds_left=200, seconds_per_entry=3 * 16) == 3
+    assert confirm_room(seconds_left=5, seconds_per_entry=3 * 16) == 1
 
 
 def test_memory_budget_is_respected_and_oom_bounds_larger_batches(

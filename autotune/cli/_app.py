@@ -131,7 +131,8 @@ def run(
     max_memory: MaxMemoryOption = None,
     timeout: TimeoutOption = 180.0,
     time_budget: Annotated[float | None, typer.Option(
-        help="Seconds the whole search may take.")] = None,
+        help="Seconds the whole job may take, profile and confirmation included: the search "
+             "stops in time to confirm its best beside the baseline.")] = None,
     device: DeviceOption = "auto",
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of each trial.")] = 0,
     min_seconds: MinSecondsOption = _PLAN.min_seconds,

@@ -110,7 +110,8 @@ def submit(
         help="Memory budget: bytes, 8GB, 512MiB or 80% of the device.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Seconds one trial may take.")] = None,
     time_budget: Annotated[float | None, typer.Option(
-        help="Seconds the whole search may take.")] = None,
+        help="Seconds the whole job may take, profile and confirmation included: the search "
+             "stops in time to confirm its best beside the baseline.")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu or cuda[:N].")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the sampler and trials.")] = None,
     epochs: Annotated[int | None, typer.Option(

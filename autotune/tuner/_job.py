@@ -120,6 +120,16 @@ def _update_job(db: Database, job_id: int, owner: str | None = None, **values: A
             setattr(job, name, value)
 
 
+#: Configurations a time budget always leaves room to confirm: the best found and the baseline.
+MIN_CONFIRM_ENTRIES = 2
+
+
+def confirm_room(seconds_left: float, seconds_per_entry: float) -> int:
+    """Candidates beside the baseline whose confirmation ``seconds_left`` covers, each entry
+    taking ``seconds_per_entry`` over all its rounds; at least one (the best found)."""
+    return max(MIN_CONFIRM_ENTRIES - 1, int(seconds_left // seconds_per_entry) - 1)
+
+
 class _JobRun:
     """The state of one job while this process runs it."""
 
@@ -326,13 +336,20 @@ class _JobRun:
         value = over_run or 0.0
         return Observation(value, pruned=record.pruned, out_of_memory=record.ran_out_of_memory)
 
-    def _confirm_estimate_s(self) -> float:
+    def _confirm_estimate_s(self, entries: int) -> float:
+        """Seconds to confirm ``entries`` configurations (the baseline included)."""
         typical = statistics.median(self.durations) if self.durations else 10.0
         # A confirmation run lasts a search trial plus its longer window (at least).
         longer = max(0.0, self.confirm_plan.min_seconds - self.plan.min_seconds)
-        # The top candidates, the baseline, and the fastest that keeps the effective batch.
-        entries = self.options.confirm_top + 1 + (self.options.effective_batch is None)
         return (typical + longer) * entries * self.options.confirm_rounds
+
+    def _confirm_room(self) -> int | None:
+        """Candidates the time budget leaves room to confirm beside the baseline (at least
+        one); None without a budget."""
+        budget = self.options.time_budget_s
+        if budget is None:
+            return None
+        return confirm_room(self.started + budget - time.monotonic(), self._confirm_estimate_s(1))
 
     def _out_of_time(self) -> bool:
         if self.cancel.is_set():
@@ -343,7 +360,12 @@ class _JobRun:
         # would otherwise end the job before it measured anything.
         if budget is None or not self.durations:
             return False
-        return time.monotonic() + self._confirm_estimate_s() >= self.started + budget
+        # The search goes on while the time left covers confirming the best found beside the
+        # baseline; the confirmation then takes as many candidates as the time left covers.
+        # (Reserving room for every candidate ended a 170 s job on an H200 after its
+        # baseline: 5 entries x 3 rounds of 16 s.)
+        return time.monotonic() + self._confirm_estimate_s(MIN_CONFIRM_ENTRIES) >= (
+            self.started + budget)
 
     # -- the job ------------------------------------------------------------------------------
 
@@ -477,13 +499,16 @@ class _JobRun:
     ) -> dict[str, Any]:
         searched = self._searched_records()
         baseline = space.baseline()
-        candidates = pick_candidates(searched, baseline, self.options.confirm_top,
-                                     self.run_samples)
+        room = self._confirm_room()
+        top = self.options.confirm_top if room is None else min(self.options.confirm_top, room)
+        candidates = pick_candidates(searched, baseline, top, self.run_samples)
         # The fastest that keeps the user's effective batch is confirmed too, so the
-        # recommendation can give it beside the fastest overall (unless the search held it).
+        # recommendation can give it beside the fastest overall (unless the search held it),
+        # where the time budget leaves room for it.
         keeping = (None if self.options.effective_batch is not None
                    else keeping_effective_batch(searched, baseline, self.run_samples))
-        if keeping is not None and keeping.key() not in {c.key() for c in candidates}:
+        if keeping is not None and keeping.key() not in {c.key() for c in candidates} and (
+                room is None or len(candidates) < room):
             candidates.append(keeping)
         if not candidates and not any(m.usable for m in searched):
             raise NoFeasibleConfigError(self._nothing_usable_message(searched))
