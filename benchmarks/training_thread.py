@@ -1,0 +1,153 @@
+"""``python -m benchmarks.training_thread``: where a trial's time goes beside what the profile
+times alone, for the predictor.
+
+For a few configurations of one workload, in one process: the step alone on one batch already
+on the device (timed per step with a synchronisation, and back to back), with the training
+thread's CPU seconds per step (a step whose CPU time matches its wall time is host-bound,
+launch-bound on a GPU); one copy of the batch to the device; the loader alone, as the profile
+times it; the loader's batches pulled in lockstep with the step (no copy); and the measured
+window of a real trial loop. Written for the GPU sessions of benchmarks/RESULTS.md section 7
+(the first figures came from this code on an NVIDIA H200, 2026-11-26). One JSON line per
+configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from autotune.measure._batches import to_device
+from autotune.measure._loop import MeasurePlan, build_loader, measure
+from autotune.measure._profile import _measure_loader
+from autotune.measure._step import TrainingStep, apply_backend_flags, forward_loss
+from autotune.space import AmpMode, Config
+from autotune.workload import Workload, load_workload
+
+#: Configurations by device type: (batch, workers, precision, channels_last, pinned memory).
+CONFIGS: dict[str, list[tuple[int, int, AmpMode, bool, bool]]] = {
+    "cuda": [(128, 8, "off", False, False), (128, 8, "off", False, True),
+             (256, 8, "fp16", True, False), (256, 16, "fp16", True, False)],
+    "cpu": [(32, 1, "off", False, False), (64, 2, "off", False, False)],
+}
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(step: Callable[[], None], device: torch.device, seconds: float, batch: int,
+           synchronize_each: bool) -> dict[str, float]:
+    times: list[float] = []
+    cpu_before, started = time.thread_time(), time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        begun = time.perf_counter()
+        step()
+        if synchronize_each:
+            _synchronize(device)
+        times.append(time.perf_counter() - begun)
+    _synchronize(device)
+    wall = time.perf_counter() - started
+    return {"ms_median": 1e3 * statistics.median(times),
+            "samples_per_s": batch * len(times) / wall,
+            "thread_cpu_ms_per_step": 1e3 * (time.thread_time() - cpu_before) / len(times)}
+
+
+def _lockstep(workload: Workload, config: Config, dataset: Any, step: Callable[[], None],
+              device: torch.device, seconds: float) -> dict[str, float]:
+    """The loader's batches pulled (not copied) one per step of the fixed device batch."""
+    loader = build_loader(workload, config, dataset)
+    batches: Iterator[Any] = iter(loader)
+
+    def pull() -> None:
+        nonlocal batches
+        try:
+            next(batches)
+        except StopIteration:
+            batches = iter(loader)
+            next(batches)
+
+    for _ in range(max(1, config.num_workers) + 1):
+        pull()
+    waited, steps = 0.0, 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        begun = time.perf_counter()
+        pull()
+        waited += time.perf_counter() - begun
+        step()
+        steps += 1
+    _synchronize(device)
+    wall = time.perf_counter() - started
+    del batches
+    return {"samples_per_s": config.batch_size * steps / wall, "data_wait": waited / wall}
+
+
+def one_config(workload: Workload, dataset: Any, config: Config, device: torch.device,
+               seconds: float) -> dict[str, Any]:
+    training = TrainingStep(config, device)
+    apply_backend_flags(config, device)
+    model = training.prepare_model(workload.model()).train()
+    optimizer = workload.optimizer(model.parameters())
+    single = config.model_copy(update={"num_workers": 0, "prefetch_factor": None,
+                                       "persistent_workers": False})
+    host_batch = next(iter(build_loader(workload, single, dataset)))
+    device_batch = to_device(host_batch, device, config.channels_last, False)
+
+    def step() -> None:
+        with training.autocast():
+            loss = forward_loss(workload, model, device_batch)
+        training.backward(loss, optimizer)
+
+    for _ in range(10):
+        step()
+    _synchronize(device)
+    row: dict[str, Any] = {"config": config.model_dump(include={
+        "batch_size", "num_workers", "amp", "channels_last", "pin_memory"})}
+    row["step_synchronised"] = _timed(step, device, seconds, config.batch_size, True)
+    row["step_back_to_back"] = _timed(step, device, seconds, config.batch_size, False)
+    _synchronize(device)
+    started = time.perf_counter()
+    to_device(host_batch, device, config.channels_last, False)
+    _synchronize(device)
+    row["copy_ms"] = 1e3 * (time.perf_counter() - started)
+    row["lockstep"] = _lockstep(workload, config, dataset, step, device, seconds)
+    point = _measure_loader(workload, dataset, config.batch_size, config.num_workers)
+    row["loader_alone"] = {"samples_per_s": point.samples_per_s,
+                           "cores_busy": point.samples_per_s * point.cpu_s_per_sample,
+                           "receive_ms": 1e3 * (point.main_cpu_s_per_batch or 0.0)}
+    window = measure(workload, config, device, MeasurePlan(min_seconds=seconds))
+    row["trial"] = {key: value for key, value in window.as_dict().items()
+                    if key in ("samples_per_s", "step_time_median_ms", "data_wait_fraction",
+                               "copy_wait_fraction")}
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--workload", default="builtin:image-cnn")
+    parser.add_argument("--seconds", type=float, default=2.0)
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    workload = load_workload(args.workload)
+    dataset = workload.dataset()
+    print(json.dumps({"cpus": os.cpu_count(), "device": args.device,
+                      "workload": args.workload}), flush=True)
+    for batch, workers, amp, channels_last, pinned in CONFIGS[device.type]:
+        config = Config(batch_size=batch, num_workers=workers, amp=amp,
+                        channels_last=channels_last, pin_memory=pinned,
+                        persistent_workers=True, prefetch_factor=2)
+        print(json.dumps(one_config(workload, dataset, config, device, args.seconds)),
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
