@@ -299,19 +299,3 @@ def test_the_ceiling_sentence_gives_both_bounds_and_the_share_reached() -> None:
     assert "3,000 samples/s with 16 workers" in sentence
     assert "1,500 samples/s = 50% of min(9,000, 3,000)" in sentence
     assert "loader bounds it" in sentence
-
-
-def test_a_host_bound_step_on_cuda_is_named_with_what_would_raise_it() -> None:
-    # Seen on an H200: a small CNN's step kept its thread busy for its whole length.
-    profile = make_profile({64: 3000.0}, {0: 200.0, 16: 30_000.0}, device_type="cuda")
-    busy = profile.model_copy(update={"step": [
-        p.model_copy(update={"thread_busy": 0.99}) for p in profile.step]})
-    sentence = ceiling_sentence(busy, 2900.0)
-    assert sentence is not None and "host-bound" in sentence and "99%" in sentence
-    assert "CUDA graphs" in sentence
-    # A step the GPU bounds (its thread mostly waits) gets the usual advice.
-    waiting = profile.model_copy(update={"step": [
-        p.model_copy(update={"thread_busy": 0.3}) for p in profile.step]})
-    sentence = ceiling_sentence(waiting, 2900.0)
-    assert sentence is not None and "host-bound" not in sentence
-    assert "step bounds it" in sentence

@@ -55,7 +55,6 @@ def test_slow_storage_loader_scales_past_the_grid_and_the_step_is_far_faster() -
     # thread's own clock, finer than the process's 10 ms ticks) and copying it.
     assert all(p.main_cpu_s_per_batch for p in profile.loader if p.num_workers)
     assert all(p.copy_s is not None for p in profile.step if p.samples_per_s)
-    assert all(0 < (p.thread_busy or 0) <= 1.05 for p in profile.step if p.samples_per_s)
 
 
 def test_a_compute_heavy_workload_is_bound_by_its_step(workload_file) -> None:

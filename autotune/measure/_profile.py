@@ -218,7 +218,7 @@ def _time_step(bench: _StepBench, batches: list[Any], batch_size: int,
     bench.step(batches[0])
     bench.synchronize()
     process = psutil.Process()
-    cpu_before, thread_before = _cpu_seconds(process), time.thread_time()
+    cpu_before = _cpu_seconds(process)
     started = time.perf_counter()
     times: list[float] = []
     while True:
@@ -232,15 +232,13 @@ def _time_step(bench: _StepBench, batches: list[Any], batch_size: int,
             break
     wall = time.perf_counter() - started
     cpu = _cpu_seconds(process) - cpu_before
-    thread_busy = (time.thread_time() - thread_before) / wall
     memory = int(torch.cuda.max_memory_allocated(bench.device)) if cuda else peak_rss_bytes()
     return StepPoint(
         batch_size=batch_size, amp=bench.training.config.amp,
         # The median step: a step the machine's other work preempted says nothing of this one.
         channels_last=bench.channels_last,
         samples_per_s=batch_size / statistics.median(times),
-        cpu_cores=None if cuda else cpu / wall, thread_busy=thread_busy,
-        peak_memory_bytes=memory,
+        cpu_cores=None if cuda else cpu / wall, peak_memory_bytes=memory,
     )
 
 

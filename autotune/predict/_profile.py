@@ -26,10 +26,6 @@ class StepPoint(BaseModel):
     samples_per_s: float | None = None
     #: On a CPU device: process CPU seconds per wall second while the step ran (cores busy).
     cpu_cores: float | None = None
-    #: Share of the step's wall time the training thread itself was busy on the CPU. On CUDA,
-    #: near 1 means the step is host-bound: the GPU waits for kernels to be launched (a small
-    #: CNN on an H200 read 3.4 ms of CPU in a 3.35 ms step). None in older profiles.
-    thread_busy: float | None = None
     #: Seconds to put one batch of this size on the device as a trial does without pinned
     #: memory (a synchronous copy, and the layout change to channels_last): host time the
     #: training thread spends per step beside the step itself. None in older profiles.
@@ -159,8 +155,7 @@ class Profile(BaseModel):
         return {
             "step": [{"batch_size": p.batch_size, "amp": p.amp,
                       "channels_last": p.channels_last, "samples_per_s": p.samples_per_s,
-                      "thread_busy": p.thread_busy, "copy_s": p.copy_s,
-                      "peak_memory_bytes": p.peak_memory_bytes,
+                      "copy_s": p.copy_s, "peak_memory_bytes": p.peak_memory_bytes,
                       "out_of_memory": p.out_of_memory} for p in self.step],
             "loader": [{"num_workers": p.num_workers, "samples_per_s": p.samples_per_s,
                         "cpu_s_per_sample": p.cpu_s_per_sample, "restart_s": p.restart_s}

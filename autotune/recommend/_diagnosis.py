@@ -199,11 +199,6 @@ def ceiling_numbers(profile: Profile) -> str | None:
             f"{loader.samples_per_s:,.0f} samples/s with {workers}")
 
 
-#: Share of a CUDA step its thread spends busy on the CPU from which the step counts as
-#: host-bound (launch-bound): the GPU then waits for work rather than doing it.
-HOST_BOUND_BUSY = 0.9
-
-
 def _raise_ceiling(profile: Profile) -> str:
     """What would lift the lower of the two bounds."""
     step, loader = profile.best_step(), profile.best_loader()
@@ -217,11 +212,6 @@ def _raise_ceiling(profile: Profile) -> str:
                 "so it waits on storage or on passing batches between processes: faster "
                 "storage, more workers than were tried, or fewer, larger reads would raise it")
     largest = max((p.batch_size for p in profile.step if p.amp == step.amp), default=0)
-    if profile.device_type == "cuda" and (step.thread_busy or 0.0) >= HOST_BOUND_BUSY:
-        return (f"the step bounds it and is host-bound: its thread is busy "
-                f"{min(1.0, step.thread_busy or 0.0):.0%} of each step launching work while "
-                "the GPU waits, so fewer, larger launches would raise it: a larger batch, CUDA "
-                "graphs (torch.compile's mode reduce-overhead) or fused kernels")
     advice = []
     if step.amp == "off":
         advice.append("mixed precision (where the hardware runs it natively)")
