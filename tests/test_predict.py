@@ -299,3 +299,22 @@ def test_the_ceiling_sentence_gives_both_bounds_and_the_share_reached() -> None:
     assert "3,000 samples/s with 16 workers" in sentence
     assert "1,500 samples/s = 50% of min(9,000, 3,000)" in sentence
     assert "loader bounds it" in sentence
+
+
+#: The step alone on an NVIDIA H200 (image-cnn, fp32, 2026-11-26): samples/s per batch.
+H200_STEP = {8: 3544.6, 16: 6887.0, 32: 14560.5, 64: 27459.9, 128: 57020.9, 192: 79416.0,
+             256: 88629.6}
+
+
+def test_a_step_whose_time_hardly_grows_with_the_batch_is_named_launch_bound_on_cuda() -> None:
+    fast_loader = {0: 200.0, 16: 1e6}
+    sentence = ceiling_sentence(make_profile(H200_STEP, fast_loader, device_type="cuda"), 8e4)
+    assert sentence is not None
+    assert "2.3 ms at batch 8, 2.9 ms at 256" in sentence and "CUDA graphs" in sentence
+    # A step whose time grows with its batch (image-cnn on a 2-core CPU) gets the usual advice.
+    cpu_like = {8: 1005.8, 32: 1578.0, 96: 1733.8}
+    for device_type in ("cuda", "cpu"):
+        sentence = ceiling_sentence(make_profile(cpu_like, fast_loader,
+                                                 device_type=device_type), 1500.0)
+        assert sentence is not None and "kernel launches" not in sentence
+        assert "step bounds it" in sentence

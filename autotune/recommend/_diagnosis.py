@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autotune.predict import Profile
+from autotune.predict import Profile, StepPoint
 from autotune.space import Config, DeviceInfo
 from autotune.store import TrialRecord
 
@@ -199,6 +199,28 @@ def ceiling_numbers(profile: Profile) -> str | None:
             f"{loader.samples_per_s:,.0f} samples/s with {workers}")
 
 
+#: A step is dominated by its fixed cost per step (on a GPU: launching kernels while the
+#: device waits) when its time grows by less than :data:`FIXED_COST_GROWTH` from a batch at
+#: least :data:`FIXED_COST_BATCHES` times smaller. Seen on an H200 (image-cnn, fp32): 2.3 ms a
+#: step at batch 8, 2.9 ms at 256.
+FIXED_COST_GROWTH = 1.5
+FIXED_COST_BATCHES = 8
+
+
+def _fixed_cost_evidence(profile: Profile, step: StepPoint) -> str | None:
+    """"X ms at batch b, Y ms at B" when the step's time hardly grows with its batch."""
+    ran = [p for p in profile.step_points(step.amp, step.channels_last) if p.samples_per_s]
+    smaller = [p for p in ran if p.batch_size * FIXED_COST_BATCHES <= step.batch_size]
+    if not smaller or not step.samples_per_s:
+        return None
+    small = smaller[0]
+    small_ms = 1e3 * small.batch_size / (small.samples_per_s or 1.0)
+    step_ms = 1e3 * step.batch_size / step.samples_per_s
+    if step_ms >= FIXED_COST_GROWTH * small_ms:
+        return None
+    return f"{small_ms:.1f} ms at batch {small.batch_size}, {step_ms:.1f} ms at {step.batch_size}"
+
+
 def _raise_ceiling(profile: Profile) -> str:
     """What would lift the lower of the two bounds."""
     step, loader = profile.best_step(), profile.best_loader()
@@ -212,6 +234,12 @@ def _raise_ceiling(profile: Profile) -> str:
                 "so it waits on storage or on passing batches between processes: faster "
                 "storage, more workers than were tried, or fewer, larger reads would raise it")
     largest = max((p.batch_size for p in profile.step if p.amp == step.amp), default=0)
+    fixed = _fixed_cost_evidence(profile, step)
+    if profile.device_type == "cuda" and fixed is not None:
+        return (f"the step bounds it, and its time hardly grows with the batch ({fixed}): "
+                "fixed costs per step, kernel launches above all, dominate, so a larger batch, "
+                "CUDA graphs (torch.compile's max-autotune captures them) or fused kernels "
+                "would raise it")
     advice = []
     if step.amp == "off":
         advice.append("mixed precision (where the hardware runs it natively)")
