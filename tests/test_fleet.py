@@ -23,7 +23,8 @@ import httpx
 import psutil
 import pytest
 from conftest_service import FAST_JOB, HEARTBEAT_TIMEOUT_S, Service, start_service, wait_for
-from sqlalchemy import select
+from sqlalchemy import create_engine, select, text
+from sqlalchemy.exc import OperationalError
 
 from autotune.recommend import validate_recommendation
 from autotune.store import Job, Trial, open_database
@@ -101,6 +102,37 @@ def worker_of(service: Service, job_id: int) -> str | None:
     return next(job.worker_id for job in jobs if job.id == job_id)
 
 
+def _writable(db_url: str, job_id: int) -> bool:
+    """Whether another process could write the job's row within a second now."""
+    engine = create_engine(db_url, connect_args={"timeout": 1.0}
+                           if db_url.startswith("sqlite") else {})
+    try:
+        with engine.begin() as connection:
+            if engine.dialect.name == "postgresql":
+                connection.execute(text("SET LOCAL lock_timeout = '1s'"))
+            connection.execute(text("UPDATE autotune_jobs SET id = id WHERE id = :id"),
+                               {"id": job_id})
+        return True
+    except OperationalError:
+        return False
+    finally:
+        engine.dispose()
+
+
+def pause_outside_its_writes(pid: int, db_url: str, job_id: int, attempts: int = 20) -> None:
+    """SIGSTOP the worker ``pid`` at a moment it holds no write lock. Stopped inside one of its
+    millisecond transactions it would block every other writer until it resumes (SQLite has one
+    writer; PostgreSQL locks the job's row): another failure than the one under test, and what
+    once made this test time out waiting for the takeover."""
+    for _ in range(attempts):
+        os.kill(pid, signal.SIGSTOP)
+        if _writable(db_url, job_id):
+            return
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.2)
+    raise AssertionError(f"worker {pid} held a write lock at each of {attempts} pauses")
+
+
 def test_a_paused_worker_that_lost_its_lease_writes_nothing_when_it_wakes(
     db_url: str | None, tmp_path: Path,
 ) -> None:
@@ -114,7 +146,7 @@ def test_a_paused_worker_that_lost_its_lease_writes_nothing_when_it_wakes(
             wait_for(lambda: http.get(f"/v1/jobs/{job_id}").json()["progress"]["trials_done"]
                      >= 1 and psutil.Process(paused.pid).children(), 120,
                      "a finished trial and a running one")
-            os.kill(paused.pid, signal.SIGSTOP)
+            pause_outside_its_writes(paused.pid, service.db_url, job_id)
             try:
                 paused_id = worker_of(service, job_id)
                 _, before = stored(service)
