@@ -3,12 +3,12 @@ times alone, for the predictor.
 
 For a few configurations of one workload, in one process: the step alone on one batch already
 on the device (timed per step with a synchronisation, and back to back), with the training
-thread's CPU seconds per step (a step whose CPU time matches its wall time is host-bound,
-launch-bound on a GPU); one copy of the batch to the device; the loader alone, as the profile
-times it; the loader's batches pulled in lockstep with the step (no copy); and the measured
-window of a real trial loop. Written for the GPU sessions of benchmarks/RESULTS.md section 7
-(the first figures came from this code on an NVIDIA H200, 2026-11-26). One JSON line per
-configuration.
+thread's CPU seconds per step (on CUDA these include the spinning of a thread that waits for
+the device, so they bound the host's own work from above); one copy of the batch to the
+device; the loader alone, as the profile times it; the loader's batches pulled in lockstep with
+the step (no copy); and the measured window of a real trial loop. Written for the GPU sessions
+of benchmarks/RESULTS.md section 7 (the first figures there came from a first form of this code
+on an NVIDIA H200, 2026-11-26). One JSON line per configuration.
 """
 
 from __future__ import annotations
