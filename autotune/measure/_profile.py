@@ -191,18 +191,18 @@ class _StepBench:
 COPY_REPEATS = 3
 
 
-def _copy_seconds(bench: _StepBench, host_batch: Any) -> float:
-    """Seconds to put ``host_batch`` on the device as a trial without pinned memory does (a
-    synchronous copy, then channels_last), the fastest of :data:`COPY_REPEATS`. Raises on
-    OOM."""
+def _copied(bench: _StepBench, host_batch: Any) -> tuple[Any, float]:
+    """``host_batch`` on the device, and the seconds putting it there takes as a trial without
+    pinned memory does (a synchronous copy, then channels_last): the fastest of
+    :data:`COPY_REPEATS` copies. Raises on OOM."""
     fastest = float("inf")
     for _ in range(COPY_REPEATS):
         bench.synchronize()
         started = time.perf_counter()
-        bench.on_device(host_batch)
+        on_device = bench.on_device(host_batch)
         bench.synchronize()
         fastest = min(fastest, time.perf_counter() - started)
-    return fastest
+    return on_device, fastest
 
 
 def _time_step(bench: _StepBench, batches: list[Any], batch_size: int,
@@ -267,9 +267,9 @@ def _sweep(bench: _StepBench, source: _Batches, batch_sizes: Sequence[int], dead
             return [*ran, StepPoint(batch_size=batch_size, amp=amp,
                                     channels_last=channels_last, out_of_memory=True)]
         try:
-            host_batch = source.make(batch_size)
-            copy_s = _copy_seconds(bench, host_batch)
-            batches = [bench.on_device(host_batch)]
+            on_device, copy_s = _copied(bench, source.make(batch_size))
+            batches = [on_device]
+            del on_device  # held by ``batches`` alone, which ``finally`` lets go
             point = _time_step(bench, batches, batch_size, deadline)
             point = point.model_copy(update={"copy_s": copy_s})
         except Exception as exc:
@@ -294,21 +294,21 @@ def _faster(first: StepPoint, again: StepPoint | None) -> StepPoint:
     return faster.model_copy(update={"peak_memory_bytes": memory or None})
 
 
-def _start_device(workload: Workload, device: torch.device, source: _Batches, batch_size: int,
-                  combo: tuple[AmpMode, bool]) -> None:
-    """One untimed step of the smallest batch before the sweep's clock starts: on CUDA the
-    context, cuBLAS's and cuDNN's handles and the allocator start here, not in the first
-    precision's share of the budget (on an H200 that share reached only batch 16 while the
-    others reached 192)."""
+def _started_bench(workload: Workload, device: torch.device, source: _Batches, batch_size: int,
+                   combo: tuple[AmpMode, bool]) -> _StepBench | None:
+    """On CUDA, the first precision's bench after one untimed step of the smallest batch,
+    before the sweep's clock starts: the context, cuBLAS's and cuDNN's handles and the
+    allocator start here, not in the first precision's share of the budget (on an H200 that
+    share reached only batch 16 while the others reached 192). None on other devices."""
     if device.type != "cuda":
-        return
+        return None
     bench = _StepBench(workload, device, *combo)
     # A step that fails here (out of memory, say) fails again in the sweep, which reports it.
     with contextlib.suppress(Exception):
         bench.step(bench.on_device(source.make(batch_size)))
         bench.synchronize()
-    del bench
     torch.cuda.empty_cache()
+    return bench
 
 
 def profile_step(workload: Workload, dataset: Any, device: torch.device,
@@ -323,12 +323,13 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
     source = _Batches(workload, dataset, batch_sizes[-1])
     combos = [(amp, cl) for amp in plan.amp_modes for cl in plan.channels_last]
     points: list[StepPoint] = []
-    _start_device(workload, device, source, batch_sizes[0], combos[0])
+    bench = _started_bench(workload, device, source, batch_sizes[0], combos[0])
     started = time.perf_counter()
     for index, (amp, channels_last) in enumerate(combos):
         now = time.perf_counter()
         share = (plan.step_budget_s - (now - started)) / (len(combos) - index)
-        bench = _StepBench(workload, device, amp, channels_last)
+        if bench is None:
+            bench = _StepBench(workload, device, amp, channels_last)
         swept = _sweep(bench, source, batch_sizes, now + share / STEP_PASSES,
                        plan.memory_budget_bytes)
         fitted = [p.batch_size for p in swept if not p.out_of_memory]
@@ -337,7 +338,7 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
             again = {p.batch_size: p for p in _sweep(bench, source, fitted, deadline, None)}
             swept = [_faster(p, again.get(p.batch_size)) for p in swept]
         points.extend(swept)
-        del bench
+        bench = None
     return points, source
 
 
