@@ -61,6 +61,8 @@ def test_a_forked_trial_is_its_own_session_under_the_server(workload_file) -> No
         assert int(seen["ppid"]) == server  # forked by the server, not started by us
         assert seen["sid"] == seen["pid"] == seen["pgid"]  # its own session: kill_group works
     assert first["pid"] != second["pid"]
+    # What constructing an optimizer imports on first use came with the server's imports.
+    assert first["dynamo"] == second["dynamo"] == "True"
     assert not psutil.pid_exists(server) or psutil.Process(server).status() == "zombie"
 
 

@@ -40,6 +40,11 @@ def _preload(workload: str) -> str | None:
     """Import what every trial needs; the reason the server cannot be used, or None."""
     import torch
 
+    # Building any torch.optim optimizer imports torch._dynamo on first use (its __init__ is
+    # wrapped by torch._disable_dynamo): 1.6-2.8 s a trial on a 2-core CPU when each forked
+    # trial paid it again. Importing it touches no device and starts no thread.
+    import torch._dynamo  # noqa: F401
+
     import autotune.runner._child  # noqa: F401 - autotune.measure, the loop, the protocol
     from autotune.errors import AutotuneError
     from autotune.workload import preload_workload

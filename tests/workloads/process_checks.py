@@ -1,6 +1,7 @@
 """Workloads that check what their trial process was given, failing on purpose in the model
 factory: ``:visible_devices`` reports the GPUs it was shown, ``:sigkill`` is killed by a SIGKILL
-it sends itself while using little memory, ``:lineage`` reports its parent and session,
+it sends itself while using little memory, ``:lineage`` reports its parent and session
+(and whether torch._dynamo was imported before it),
 ``:global_state`` reports torch's global flags (and this module's) as it found them and then
 changes them, ``:sleep_forever`` writes its pid to ``$AUTOTUNE_TEST_PID_FILE`` and sleeps."""
 
@@ -32,7 +33,8 @@ def _killed() -> nn.Module:
 def _lineage() -> nn.Module:
     imported_before = "autotune_test_marker" in sys.modules
     raise RuntimeError(f"pid={os.getpid()} ppid={os.getppid()} sid={os.getsid(0)} "
-                       f"pgid={os.getpgid(0)} marker={imported_before}")
+                       f"pgid={os.getpgid(0)} marker={imported_before} "
+                       f"dynamo={'torch._dynamo' in sys.modules}")
 
 
 #: Calls of :func:`_global_state` this process has seen: a fresh module starts with none.
