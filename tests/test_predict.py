@@ -318,3 +318,23 @@ def test_a_step_whose_time_hardly_grows_with_the_batch_is_named_launch_bound_on_
                                                  device_type=device_type), 1500.0)
         assert sentence is not None and "kernel launches" not in sentence
         assert "step bounds it" in sentence
+
+
+def test_the_most_uncertain_seeds_each_explore_knobs_no_other_seed_does() -> None:
+    # Compile is the least known knob (the step sweep runs eagerly), so every configuration
+    # that compiles is more uncertain than any that does not: two uncertain seeds would both
+    # compile, and a second compilation on a CPU costs tens of seconds to learn little more.
+    device = CPU.model_copy(update={"compile_unavailable": None})
+    space = SearchSpace(device, TOKENS, fixed={"amp": "off"}, ranges={
+        "batch_size": "32,64,128", "num_workers": "0,2", "prefetch_factor": "1,2"})
+    assert space.choices["compile"][:2] == ("off", "default")
+    profile = make_profile({32: 1000.0, 64: 2000.0, 128: 2500.0}, {0: 1e5, 2: 2e5})
+    predictions = predict_space(profile, space)
+    index_of = {space.config_from(predictions.values(i)).key(): i
+                for i in range(len(predictions))}
+    seeds = seed_configs(predictions, space, 20, [space.baseline()])
+    uncertain = seeds[3:]  # after the three predicted best
+    assert len(uncertain) == 2
+    assert [seed.compile != "off" for seed in uncertain].count(True) == 1
+    first, second = (predictions.uncovered_knobs(index_of[seed.key()]) for seed in uncertain)
+    assert first and second and not first & second

@@ -247,6 +247,9 @@ class Predictions:
     over_memory: BoolArray
     uncertainty: FloatArray
     bound: IntArray  # index into BOUNDS
+    #: Per knob the profile does not cover, the configurations that turn it away from what the
+    #: profile ran (see :data:`UNCOVERED_KNOB`).
+    uncovered: dict[str, BoolArray]
 
     def __len__(self) -> int:
         return len(self.samples_per_s)
@@ -283,6 +286,10 @@ class Predictions:
             fits = fits[np.argsort(-self.samples_per_s[fits], kind="stable")[:among]]
         order = fits[np.argsort(-self.uncertainty[fits], kind="stable")]
         return [int(i) for i in order[:count]]
+
+    def uncovered_knobs(self, index: int) -> frozenset[str]:
+        """The knobs configuration ``index`` sets otherwise than the profile ran them."""
+        return frozenset(name for name, mask in self.uncovered.items() if mask[index])
 
     def bound_name(self, index: int) -> str:
         return BOUNDS[int(self.bound[index])]
@@ -342,9 +349,12 @@ def predict_columns(profile: Profile, columns: Columns,
     if memory_budget_bytes is not None:
         over |= np.nan_to_num(memory, nan=0.0) > memory_budget_bytes
     bound = np.where(over, _MEMORY, bound)
-    uncertainty = np.maximum(step_unc, loader_unc) + _uncovered(profile, columns)
+    uncovered = _uncovered_knobs(profile, columns)
+    uncertainty = np.maximum(step_unc, loader_unc) + sum(
+        (UNCOVERED_KNOB[name] * mask for name, mask in uncovered.items()), np.zeros(n))
     return Predictions(columns=columns, samples_per_s=rate, memory_bytes=memory,
-                       over_memory=over, uncertainty=np.minimum(1.0, uncertainty), bound=bound)
+                       over_memory=over, uncertainty=np.minimum(1.0, uncertainty), bound=bound,
+                       uncovered=uncovered)
 
 
 #: Sharpness of the soft minimum of the bounds: two equal bounds give 92% of either (the
@@ -451,18 +461,20 @@ def _loader_memory(profile: Profile, columns: Columns) -> FloatArray:
     return workers * profile.worker_memory_bytes + ahead
 
 
-def _uncovered(profile: Profile, columns: Columns) -> FloatArray:
+def _uncovered_knobs(profile: Profile, columns: Columns) -> dict[str, BoolArray]:
+    """For each knob of :data:`UNCOVERED_KNOB`, the configurations that set it otherwise than
+    the profile ran it."""
     has_workers = columns.num_workers > 0
-    allocator_differs = columns.retain_freed_memory != profile.retained_freed_memory
-    return (UNCOVERED_KNOB["pin_memory"] * columns.pin_memory
-            + UNCOVERED_KNOB["device_prefetch"] * columns.device_prefetch
-            + UNCOVERED_KNOB["cudnn_benchmark"] * columns.cudnn_benchmark
-            + UNCOVERED_KNOB["tf32"] * columns.tf32
-            + UNCOVERED_KNOB["compile"] * (columns.compile > 0)
-            + UNCOVERED_KNOB["persistent_workers"] * (columns.persistent_workers & has_workers)
-            + UNCOVERED_KNOB["prefetch_factor"]
-            * (has_workers & (columns.prefetch_factor != PROFILED_PREFETCH))
-            + UNCOVERED_KNOB["retain_freed_memory"] * allocator_differs)
+    return {
+        "pin_memory": columns.pin_memory,
+        "device_prefetch": columns.device_prefetch,
+        "cudnn_benchmark": columns.cudnn_benchmark,
+        "tf32": columns.tf32,
+        "compile": columns.compile > 0,
+        "persistent_workers": columns.persistent_workers & has_workers,
+        "prefetch_factor": has_workers & (columns.prefetch_factor != PROFILED_PREFETCH),
+        "retain_freed_memory": columns.retain_freed_memory != profile.retained_freed_memory,
+    }
 
 
 def predict_space(profile: Profile, space: SearchSpace,

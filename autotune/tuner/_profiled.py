@@ -123,7 +123,8 @@ PROFILED_KNOBS = ("batch_size", "num_workers", "amp", "channels_last")
 def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
                  already: Iterable[Config]) -> list[Config]:
     """The predicted best few (one per combination of :data:`PROFILED_KNOBS`), then the most
-    uncertain few, none predicted over memory and none already queued."""
+    uncertain few (no two turning the same knob away from what the profile ran), none
+    predicted over memory and none already queued."""
     room = max(0, n_trials - 2)
     best_count = min(PREDICTED_BEST, max(1, room // 3))
     uncertain_count = min(MOST_UNCERTAIN, room // 5)
@@ -132,12 +133,18 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
     # Points of the profile already queued (the baseline's, the checklist's) count as covered.
     profiled = {tuple(getattr(config, name) for name in PROFILED_KNOBS) for config in already}
     chosen: list[Config] = []
+    # The uncovered knobs the uncertain seeds taken so far explore.
+    explored: set[str] = set()
 
-    def take(indices: Iterable[int], count: int, distinct_profiled: bool = False) -> None:
+    def take(indices: Iterable[int], count: int, distinct_profiled: bool = False,
+             distinct_uncovered: bool = False) -> None:
         taken = 0
         for index in indices:
             if taken >= count:
                 return
+            uncovered = predictions.uncovered_knobs(index) if distinct_uncovered else set()
+            if uncovered & explored:
+                continue
             values = predictions.values(index)
             point = tuple(values[name] for name in PROFILED_KNOBS)
             if distinct_profiled and point in profiled:
@@ -147,14 +154,18 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
                 continue
             seen.add(config.key())
             profiled.add(point)
+            explored.update(uncovered)
             chosen.append(config)
             taken += 1
 
     # Enough of the ranking to find the best few distinct points past the variants of each.
     take(predictions.best(len(predictions)), best_count, distinct_profiled=True)
-    slack = best_count + uncertain_count + len(seen) + 1
     among = max(1, int(len(predictions) * UNCERTAIN_AMONG_SHARE))
-    take(predictions.most_uncertain(uncertain_count + slack, among=among), uncertain_count)
+    # Each explores knobs the profile did not run that no other does: a second compiled seed
+    # cost a CPU job 35 s to learn what the first had shown (compile is the least known knob,
+    # so the most uncertain are otherwise all compiled variants).
+    take(predictions.most_uncertain(among, among=among), uncertain_count,
+         distinct_uncovered=True)
     return chosen
 
 
