@@ -100,8 +100,8 @@ def header(settings: SuiteSettings, wall_s: float, load: tuple[float, float]) ->
         f"- Reduced space: {grids}; held at PyTorch's defaults: {fixed}.",
         f"- Tuner: confirmation of the top {settings.confirm_top} candidates and the baseline "
         f"over {settings.confirm_rounds} rounds, each run with a window "
-        f"{CONFIRM_WINDOW_FACTOR}x as long (at least {CONFIRM_WINDOW_FACTOR * plan.min_steps} "
-        f"steps and {CONFIRM_WINDOW_FACTOR * plan.min_seconds:g} s); pruning on; "
+        f"{CONFIRM_WINDOW_FACTOR}x as long in time (at least {plan.min_steps} steps and "
+        f"{CONFIRM_WINDOW_FACTOR * plan.min_seconds:g} s); pruning on; "
         f"seed {settings.seed}.",
         f"- Comparisons: each configuration re-measured {settings.rounds} times, interleaved "
         "(order rotated each round); figures are medians; ratios come from the same session.",
