@@ -647,8 +647,11 @@ def test_confirm_plan_is_longer_than_the_search_plan() -> None:
 def test_confirmation_runs_use_the_longer_window(tmp_path: Path) -> None:
     db = open_database(str(tmp_path / "jobs.db"))
     try:
+        # Windows of a second: a search window of the fast plan's 0.3 s ran to 1.1 s once (a
+        # window ends on a whole round of workers or a whole epoch), past twice 0.3 s.
         options = TuneOptions(workload=str(WORKLOADS / "tiny.py"), n_trials=3, device="cpu",
-                              confirm_rounds=1, confirm_top=1, profile=False, **FAST)
+                              confirm_rounds=1, confirm_top=1, profile=False,
+                              **{**FAST, "min_seconds": 1.0})
         job = run_job(db, create_job(db, options, status="running"))
         assert job.status == "succeeded"
         assert job.options["confirm_seconds"] is None  # stored as given: the default factor

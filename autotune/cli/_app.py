@@ -141,7 +141,7 @@ def run(
     confirm_top: Annotated[int, typer.Option(help="Best candidates to re-measure.")] = 3,
     confirm_rounds: Annotated[int, typer.Option(help="Re-measurements of each.")] = 3,
     confirm_seconds: Annotated[float | None, typer.Option(
-        help="Shortest timed window of a re-measurement (default: 3 x --min-seconds).")] = None,
+        help="Shortest timed window of a re-measurement (default: 2 x --min-seconds).")] = None,
     prune: Annotated[bool, typer.Option(help="Stop clearly slow trials early.")] = True,
     epochs: EpochsOption = None,
     steps: StepsOption = None,

@@ -23,8 +23,12 @@ _UNITS = {
 _PLAN = MeasurePlan()
 
 #: A confirmation run's window lasts this many times a search trial's seconds, unless set: the
-#: search screens many configurations on short windows, the confirmation decides on long ones.
-CONFIRM_WINDOW_FACTOR = 3
+#: search screens many configurations on short windows, the confirmation decides on longer
+#: ones. Two, not three: on a shared 2-core CPU the spread of a paired ratio (candidate /
+#: baseline, measured one after the other) was 7-18% whether the windows lasted 3, 6 or 9 s,
+#: with no trend (benchmarks/RESULTS.md, "How long a confirmation window must be"): what a
+#: longer window would average away is smaller than the machine's drift between the two runs.
+CONFIRM_WINDOW_FACTOR = 2
 #: ``cuda: MODEL`` or ``cpu: MODEL, N cores``, as workers report their device class.
 _DEVICE_CLASS = re.compile(r"^(cuda: \S.*|cpu: \S.*, \d+ cores)$")
 
@@ -131,7 +135,7 @@ class TuneOptions(BaseModel):
         ``CONFIRM_WINDOW_FACTOR`` times the search's seconds) and the search's ``min_steps``.
         Time is what averages out a machine's drift; a step count three times the search's
         made each confirmation run of text-transformer at batch 512 on a 2-core CPU (1.7 s a
-        step) last 70 s for a 9 s window.
+        step) last 70 s for a 9 s window (then three times the search's seconds).
         """
         seconds = self.confirm_seconds
         if seconds is None:
