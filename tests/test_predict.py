@@ -21,7 +21,7 @@ from autotune.predict import (
 )
 from autotune.recommend import ceiling_sentence
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo, default_max_workers
-from autotune.tuner._profiled import seed_configs
+from autotune.tuner._profiled import Predictor, predicted_too_slow, seed_configs
 
 CPU = DeviceInfo(type="cpu", name="test cpu", memory_bytes=16 * 2**30, cpu_count=2,
                  bf16_supported=True)
@@ -338,3 +338,15 @@ def test_the_most_uncertain_seeds_each_explore_knobs_no_other_seed_does() -> Non
     assert [seed.compile != "off" for seed in uncertain].count(True) == 1
     first, second = (predictions.uncovered_knobs(index_of[seed.key()]) for seed in uncertain)
     assert first and second and not first & second
+
+
+def test_a_configuration_is_too_slow_only_under_a_third_of_the_best_measured() -> None:
+    profile = make_profile({32: 1000.0, 64: 2000.0}, {0: 1e5})
+    space = small_space(ranges={"batch_size": "32,64"}, fixed={"num_workers": 0})
+    predictor = Predictor(profile, space, None)
+    config = Config(batch_size=32)
+    predicted = predictor.samples_per_s(config)
+    assert predicted is not None
+    assert predicted_too_slow(predictor, config, 2.9 * predicted) is None
+    reason = predicted_too_slow(predictor, config, 3.1 * predicted)
+    assert reason is not None and f"{predicted:,.1f}" in reason

@@ -27,6 +27,7 @@ from autotune.search import (
     make_sampler,
     open_study,
     ordinal_params,
+    params_of,
     run_search,
     study_name_for,
     suggest_config,
@@ -199,6 +200,41 @@ def test_an_infeasible_configuration_is_told_as_pruned_once() -> None:
     repeats = [t for t in study.get_trials(deepcopy=False)
                if t.user_attrs.get("duplicate_of") in set(keys)]
     assert all(t.state == TrialState.FAIL for t in repeats)
+
+
+def test_a_proposal_predicted_far_slower_than_the_best_is_skipped_unmeasured() -> None:
+    # The judge rules out every configuration without workers once a measurement exists: the
+    # queued baseline and checklist are measured whatever it says; the sampler's proposals it
+    # rules out are told as pruned once, never measured, and counted apart from infeasible ones.
+    space = SearchSpace(CPU, TOKENS, fixed={"amp": "off", "prefetch_factor": 2,
+                                            "persistent_workers": False},
+                        ranges={"batch_size": "32,64,128", "num_workers": "0,2,4"})
+    study = new_study(space, 12)
+    enqueue_first_trials(study, space)
+    study.enqueue_trial(params_of(space, Config(batch_size=128), ordinal_params(study, space)),
+                        user_attrs={"phase": "predicted"})
+    state = SearchState(InfeasibleSet())
+    measure = FakeMeasure()
+    judged: list[float] = []
+
+    def without_workers_too_slow(config: Config, best: float) -> str | None:
+        judged.append(best)
+        return "predicted too slow" if config.num_workers == 0 else None
+
+    run_search(study, space, state, measure, 8, predicted_slow=without_workers_too_slow)
+    phases = {config.key(): phase for config, phase, _ in measure.calls}
+    assert phases[space.baseline().key()] == "baseline" and space.baseline().num_workers == 0
+    assert phases[Config(batch_size=128).key()] == "predicted"  # queued: measured anyway
+    searched = [config for config, phase, _ in measure.calls if phase == "search"]
+    assert searched and all(config.num_workers > 0 for config in searched)
+    skipped = [t for t in study.get_trials(deepcopy=False)
+               if t.user_attrs.get("skipped") == "predicted too slow"]
+    assert skipped and all(t.state == TrialState.PRUNED for t in skipped)
+    keys = [config_from_params(space, t.params).key() for t in skipped]
+    assert len(keys) == len(set(keys)) == state.skipped_slow and state.skipped == 0
+    assert not set(keys) & set(measure.keys)
+    # Judged against the best complete measurement at the time, never before there is one.
+    assert judged and all(0 < best <= state.best for best in judged)
 
 
 def test_a_space_just_larger_than_the_budget_gets_the_whole_budget() -> None:

@@ -203,10 +203,15 @@ def run(
     counts = document["trials"]
     console.print(f"trials: {counts['total']} measured, {counts['ok']} ok, {counts['failed']} "
                   f"failed, {counts['skipped_infeasible']} skipped as infeasible"
-                  f"{search_ending(counts)}")
+                  f"{_skipped_slow(counts)}{search_ending(counts)}")
     _write_json(out, document)
     console.print(f"wrote {out}")
     console.print(report_hint(job_id, db), soft_wrap=True)  # one line, to copy
+
+
+def _skipped_slow(counts: dict[str, Any]) -> str:
+    skipped = counts.get("skipped_predicted_slow", 0)  # absent from documents before it
+    return f", {skipped} skipped as predicted far slower than the best" if skipped else ""
 
 
 @app.command("bench")

@@ -34,6 +34,8 @@ class Observation:
 #: Measures one configuration for an Optuna trial in the given phase.
 MeasureFn = Callable[[Config, str, optuna.Trial], Observation]
 SkipFn = Callable[[Config, str], None]
+#: Why a proposal is not worth measuring given the best measured so far, or None.
+JudgeFn = Callable[[Config, float], str | None]
 
 
 @dataclass
@@ -44,11 +46,14 @@ class SearchState:
     values: dict[str, float] = field(default_factory=dict)
     measured: int = 0
     skipped: int = 0
+    #: Proposals skipped because the profile predicted them far slower than the best.
+    skipped_slow: int = 0
     exhausted: bool = False
     #: The search stopped before its budget: ``patience`` measurements in a row improved
     #: nothing (see :func:`run_search`).
     converged: bool = False
-    #: Configurations skipped as infeasible (told to the study once, as pruned).
+    #: Configurations skipped, as infeasible or predicted too slow (told to the study once,
+    #: as pruned).
     skipped_keys: set[str] = field(default_factory=set)
     #: The best complete measurement so far, and the measurements since one improved on the
     #: one before by more than :data:`MIN_IMPROVEMENT`.
@@ -158,7 +163,8 @@ def _untried_feasible(space: SearchSpace, state: SearchState, seed: int) -> Conf
     """An untried configuration not known to be infeasible, picked at random (seeded)."""
     configs = [
         c for c in space.all_configs()
-        if c.key() not in state.values and state.infeasible.reason(c) is None
+        if c.key() not in state.values and c.key() not in state.skipped_keys
+        and state.infeasible.reason(c) is None
     ]
     return random.Random(seed + state.measured).choice(configs) if configs else None
 
@@ -173,6 +179,7 @@ def run_search(
     should_stop: Callable[[], bool] | None = None,
     seed: int = 0,
     patience: int = 0,
+    predicted_slow: JudgeFn | None = None,
 ) -> SearchState:
     """Measure configurations until ``n_trials`` have been measured (resumed ones included).
 
@@ -185,7 +192,9 @@ def run_search(
     measurement once: a repeated proposal is closed as failed (``duplicate_of`` names what it
     repeats), a state TPE leaves out of its model, where a second value would count the same
     measurement twice. One that needs at least the memory of a configuration that ran out is
-    skipped unmeasured and told as pruned (a poor result, for TPE) the first time only.
+    skipped unmeasured and told as pruned (a poor result, for TPE) the first time only; so is
+    a proposal of the sampler that ``predicted_slow`` judges not worth measuring against the
+    best measured so far (queued configurations are always measured).
     When the sampler keeps proposing known configurations, an untried one is queued for it; the
     search ends early only when the space holds no untried feasible configuration.
     """
@@ -217,10 +226,14 @@ def run_search(
             fruitless += 1
             continue
         reason = state.infeasible.reason(config)
+        slow = None
+        if reason is None and predicted_slow is not None and phase == "search" and state.best:
+            slow = reason = predicted_slow(config, state.best)
         if reason is not None:
             trial.set_user_attr("skipped", reason)
             study.tell(trial, state=TrialState.PRUNED)
-            state.skipped += 1
+            state.skipped += slow is None
+            state.skipped_slow += slow is not None
             state.skipped_keys.add(key)
             fruitless += 1
             if on_skip is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import statistics
 import threading
 import time
@@ -65,6 +66,7 @@ from autotune.tuner._profiled import (
     ProfileCancelled,
     measure_profile,
     no_prediction,
+    predicted_too_slow,
     profile_plan,
     seed_configs,
     stored_profile,
@@ -410,6 +412,8 @@ class _JobRun:
             study, space, state, self._search_observation, self.options.n_trials,
             on_skip=self.reporter.trial_skipped, should_stop=self._out_of_time,
             seed=self.options.seed, patience=self.options.patience,
+            predicted_slow=(None if self.predictor is None
+                            else functools.partial(predicted_too_slow, self.predictor)),
         )
         if self.cancel.is_set():
             raise JobCancelled
@@ -567,6 +571,7 @@ class _JobRun:
                 "pruned": sum(1 for r in rows if r.pruned),
                 "confirm": sum(1 for r in rows if r.phase == "confirm"),
                 "skipped_infeasible": state.skipped,
+                "skipped_predicted_slow": state.skipped_slow,
                 "search_budget": self.options.n_trials,
                 "search_ended": state.end_reason(self.options.n_trials),
                 "by_outcome": dict(by_outcome),
