@@ -350,3 +350,24 @@ def test_a_configuration_is_too_slow_only_under_a_third_of_the_best_measured() -
     assert predicted_too_slow(predictor, config, 2.9 * predicted) is None
     reason = predicted_too_slow(predictor, config, 3.1 * predicted)
     assert reason is not None and f"{predicted:,.1f}" in reason
+
+
+def test_a_compiled_configuration_is_charged_the_shortest_compile_measured() -> None:
+    # The profile runs eagerly: a compiled configuration's prediction is its steady state, and
+    # over a short run the compile time measured on its mode is what decides it.
+    device = CPU.model_copy(update={"compile_unavailable": None})
+    space = SearchSpace(device, TOKENS, fixed={"amp": "off", "num_workers": 0},
+                        ranges={"batch_size": "32,64"})
+    predictor = Predictor(make_profile({32: 1000.0, 64: 2000.0}, {0: 1e5}), space, None)
+    compiled = Config(batch_size=32, compile="default")
+    predicted = predictor.samples_per_s(compiled)
+    assert predicted is not None
+    best = 2 * predicted  # the steady state alone is worth measuring beside it
+    assert predicted_too_slow(predictor, compiled, best) is None
+    # 10 s of training for the run; 30 s of compiling makes it a quarter of the steady state.
+    run_samples = int(10 * predicted)
+    reason = predicted_too_slow(predictor, compiled, best, 30.0, run_samples)
+    assert reason is not None and "30.0 s of compiling" in reason
+    assert predicted_too_slow(predictor, compiled, best, 1.0, run_samples) is None
+    eager = Config(batch_size=32)  # nothing to charge an eager configuration
+    assert predicted_too_slow(predictor, eager, best, 30.0, run_samples) is None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import statistics
 import threading
 import time
@@ -156,6 +155,8 @@ class _JobRun:
         self.confirm_plan = options.confirm_plan()
         self.started = time.monotonic()
         self.durations: list[float] = []
+        #: Seconds each compiled trial so far spent compiling, by compile mode.
+        self.compile_seconds: dict[str, list[float]] = defaultdict(list)
         self.probe: ProbeResult | None = None
         self.budget: int | None = None
         #: Samples in the user's run, which compile time is charged against.
@@ -315,6 +316,8 @@ class _JobRun:
                 trial.report(value, step=step)
         if record.duration_s is not None:
             self.durations.append(record.duration_s)
+        if config.compile != "off" and record.compile_s is not None:
+            self.compile_seconds[config.compile].append(record.compile_s)
         with self.db.session(immediate=True) as session:
             lock_owned_job(session, self.job_id, self.owner)
             row = trial_row(
@@ -337,6 +340,14 @@ class _JobRun:
         over_run = record.samples_per_s_over(self.run_samples) if record.usable else None
         value = over_run or 0.0
         return Observation(value, pruned=record.pruned, out_of_memory=record.ran_out_of_memory)
+
+    def _predicted_slow(self, config: Config, best: float) -> str | None:
+        """Why the profile rules ``config`` out beside ``best``, charging a compiled one the
+        shortest compile of its mode measured so far in this job."""
+        assert self.predictor is not None
+        compiled = self.compile_seconds.get(config.compile)
+        return predicted_too_slow(self.predictor, config, best,
+                                  min(compiled) if compiled else None, self.run_samples)
 
     def _confirm_estimate_s(self, entries: int) -> float:
         """Seconds to confirm ``entries`` configurations (the baseline included)."""
@@ -412,8 +423,7 @@ class _JobRun:
             study, space, state, self._search_observation, self.options.n_trials,
             on_skip=self.reporter.trial_skipped, should_stop=self._out_of_time,
             seed=self.options.seed, patience=self.options.patience,
-            predicted_slow=(None if self.predictor is None
-                            else functools.partial(predicted_too_slow, self.predictor)),
+            predicted_slow=None if self.predictor is None else self._predicted_slow,
         )
         if self.cancel.is_set():
             raise JobCancelled

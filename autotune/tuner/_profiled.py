@@ -11,7 +11,7 @@ from autotune.measure import ProfilePlan
 from autotune.predict import Predictions, Profile, predict_configs, predict_space, ranking
 from autotune.runner import ProfileFailed, TrialCancelled, probe_workload, profile_workload
 from autotune.space import Config, SearchSpace
-from autotune.store import Database, Job, device_lock, lock_owned_job
+from autotune.store import Database, Job, device_lock, lock_owned_job, throughput_over_run
 
 #: Predicted-best and most-uncertain configurations queued after the baseline and checklist,
 #: at most; fewer when the trial budget is small, so the sampler still gets turns.
@@ -177,15 +177,27 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
 SLOW_SHARE = 1 / 3
 
 
-def predicted_too_slow(predictor: Predictor, config: Config, best: float) -> str | None:
+def predicted_too_slow(predictor: Predictor, config: Config, best: float,
+                       compile_s: float | None = None,
+                       run_samples: int | None = None) -> str | None:
     """Why ``config`` is not worth measuring beside the best measured so far (samples/s over
-    the run), or None. Compile time is not predicted: a prediction is an upper bound of a
-    compiled configuration's throughput over the run."""
+    a run of ``run_samples``), or None.
+
+    The profile does not predict compile time: a compiled configuration is charged
+    ``compile_s`` (the shortest compile of its mode measured so far, a lower bound for this
+    one), and without it the prediction is an upper bound of its throughput over the run.
+    """
     predicted = predictor.samples_per_s(config)
-    if predicted is None or predicted >= SLOW_SHARE * best:
+    if predicted is None:
         return None
-    return (f"the profile predicts {predicted:,.1f} samples/s, under a third of the best "
-            f"measured so far ({best:,.1f})")
+    charged = compile_s if config.compile != "off" else None
+    over_run = throughput_over_run(predicted, charged, run_samples)
+    if over_run >= SLOW_SHARE * best:
+        return None
+    compiling = (f" over the run, {charged:.1f} s of compiling included" if over_run < predicted
+                 else "")
+    return (f"the profile predicts {over_run:,.1f} samples/s{compiling}, under a third of the "
+            f"best measured so far ({best:,.1f})")
 
 
 #: Predicts one configuration's samples/s, or None without a profile.
