@@ -26,8 +26,9 @@ _PLAN = MeasurePlan()
 #: search screens many configurations on short windows, the confirmation decides on longer
 #: ones. Two, not three: on a shared 2-core CPU the spread of a paired ratio (candidate /
 #: baseline, measured one after the other) was 3-5% on one built-in and 11-21% on two others
-#: whether the windows lasted 3, 6 or 9 s, with no trend (benchmarks/RESULTS.md, "How long a confirmation window must be"): what a
-#: longer window would average away is smaller than the machine's drift between the two runs.
+#: whether the windows lasted 3, 6 or 9 s, with no trend (benchmarks/RESULTS.md, "How long a
+#: confirmation window must be"): what a longer window would average away is smaller than the
+#: machine's drift between the two runs.
 CONFIRM_WINDOW_FACTOR = 2
 #: ``cuda: MODEL`` or ``cpu: MODEL, N cores``, as workers report their device class.
 _DEVICE_CLASS = re.compile(r"^(cuda: \S.*|cpu: \S.*, \d+ cores)$")
