@@ -229,14 +229,21 @@ def test_a_killed_run_resumes_without_losing_or_repeating_trials(
     assert rows(db, "select status from autotune_jobs") == [("succeeded",)]
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_marks_the_job_interrupted_and_says_how_to_resume(
     tmp_path: Path, workload_file
 ) -> None:
     db = str(tmp_path / "i.db")
     process = subprocess.Popen(
         [sys.executable, "-m", "autotune", "run", workload_file("tiny"), "--trials", "20",
-         "--db", db, "--device", "cpu", *FAST_FLAGS],
+         "--db", db, "--device", "cpu", "--out", str(tmp_path / "best.json"), *FAST_FLAGS],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # Ctrl-C as in a terminal: a suite started in the background by a non-interactive
+        # shell inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored.
+        preexec_fn=_default_sigint,
     )
     _wait_for_trials(db, 1, 120)
     process.send_signal(signal.SIGINT)
