@@ -155,8 +155,8 @@ class _JobRun:
         self.confirm_plan = options.confirm_plan()
         self.started = time.monotonic()
         self.durations: list[float] = []
-        #: Seconds each compiled trial so far spent compiling, by compile mode.
-        self.compile_seconds: dict[str, list[float]] = defaultdict(list)
+        #: The shortest compile measured so far, by compile mode.
+        self.shortest_compile_s: dict[str, float] = {}
         self.probe: ProbeResult | None = None
         self.budget: int | None = None
         #: Samples in the user's run, which compile time is charged against.
@@ -317,7 +317,8 @@ class _JobRun:
         if record.duration_s is not None:
             self.durations.append(record.duration_s)
         if config.compile != "off" and record.compile_s is not None:
-            self.compile_seconds[config.compile].append(record.compile_s)
+            self.shortest_compile_s[config.compile] = min(
+                record.compile_s, self.shortest_compile_s.get(config.compile, float("inf")))
         with self.db.session(immediate=True) as session:
             lock_owned_job(session, self.job_id, self.owner)
             row = trial_row(
@@ -345,9 +346,8 @@ class _JobRun:
         """Why the profile rules ``config`` out beside ``best``, charging a compiled one the
         shortest compile of its mode measured so far in this job."""
         assert self.predictor is not None
-        compiled = self.compile_seconds.get(config.compile)
         return predicted_too_slow(self.predictor, config, best,
-                                  min(compiled) if compiled else None, self.run_samples)
+                                  self.shortest_compile_s.get(config.compile), self.run_samples)
 
     def _confirm_estimate_s(self, entries: int) -> float:
         """Seconds to confirm ``entries`` configurations (the baseline included)."""
