@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from autotune.predict import LoaderPoint, Profile, StepPoint
 from autotune.recommend._diagnosis import INPUT_BOUND_WAIT, TrialView, diagnose
 from autotune.space import Config, DeviceInfo
 from autotune.store import TrialRecord
@@ -48,6 +49,36 @@ def test_compute_bound_after_fixing_the_loader() -> None:
     assert "72%" in text and "4%" in text and "num_workers=4" in text
     assert "3.10x" in text
     assert "bf16" in text  # AMP rarely pays on a CPU
+
+
+def test_mixed_precision_that_lost_in_the_profile_is_reported_as_measured_not_advised() -> None:
+    # text-transformer's step alone on a 2-core Xeon with AMX and AVX-512 BF16 (2026-11-26):
+    # bf16 runs natively there and was still slower than fp32 at every batch the profile ran.
+    step = [StepPoint(batch_size=b, amp=amp, samples_per_s=rate)
+            for amp, rates in {"off": {32: 560.9, 96: 639.4, 128: 563.7},
+                               "bf16": {32: 473.8, 96: 390.9, 128: 555.5}}.items()
+            for b, rate in rates.items()]
+    profile = Profile(device_type="cpu", cpu_count=2, step=step, memory=[],
+                      loader=[LoaderPoint(num_workers=0, samples_per_s=26079.0,
+                                          cpu_s_per_sample=4e-5)], loader_batch_size=32)
+    native = CPU.model_copy(update={"bf16_supported": True, "bf16_native": True})
+    baseline = view(Config(batch_size=32), samples_per_s=508.5, wait=0.03)
+    best = view(Config(batch_size=96, num_workers=4), samples_per_s=559.2, wait=0.02)
+    text = diagnose(baseline, best, [baseline, best], native, memory_limited=False,
+                    profile=profile)
+    assert "mixed precision does not pay for this model here" in text
+    assert "556 samples/s in bf16 against 639 in fp32" in text
+    assert "would raise it" in text and "mixed precision (where" not in text
+    assert "emulated" not in text and "rarely" not in text
+    # Without bf16 instructions and without a profile, the CPU's lack of them is the reason.
+    text = diagnose(baseline, best, [baseline, best], CPU, memory_limited=False)
+    assert "no bf16 instructions" in text and "emulated" in text
+    # A profile that never stepped in bf16 leaves mixed precision among what would raise it.
+    fp32_only = profile.model_copy(update={"step": [p for p in step if p.amp == "off"]})
+    text = diagnose(baseline, best, [baseline, best], native, memory_limited=False,
+                    profile=fp32_only)
+    assert "mixed precision (where the hardware runs it natively)" in text
+    assert "does not pay" not in text and "emulated" not in text
 
 
 def test_compute_bound_gpu_with_low_utilization() -> None:

@@ -131,7 +131,8 @@ def _memory_bound(best: TrialView, trials: Sequence[TrialView], device: DeviceIn
     return _Finding("memory-bound", evidence + ".", advice)
 
 
-def _compute_bound(baseline: TrialView, best: TrialView, device: DeviceInfo) -> _Finding:
+def _compute_bound(baseline: TrialView, best: TrialView, device: DeviceInfo,
+                   profile: Profile | None) -> _Finding:
     waits = _wait_evidence(baseline, best)
     was_input_bound = (baseline.data_wait_fraction is not None
                        and baseline.data_wait_fraction >= INPUT_BOUND_WAIT)
@@ -149,9 +150,12 @@ def _compute_bound(baseline: TrialView, best: TrialView, device: DeviceInfo) -> 
     advice: list[str]
     if not device.is_cuda:
         advice = []
-        if best.config.amp == "off":
-            advice.append("do not expect mixed precision to help: on a CPU it rarely pays "
-                          "without bf16 hardware (AMX or AVX-512 BF16)")
+        lost = _mixed_precision_lost(profile)
+        if best.config.amp == "off" and lost is not None:
+            advice.append(f"mixed precision does not pay for this model here: {lost}")
+        elif best.config.amp == "off" and not device.bf16_native:
+            advice.append("do not expect mixed precision to help: this CPU has no bf16 "
+                          "instructions (AMX or AVX-512 BF16), so bf16 is emulated")
         advice += ["try torch.compile, which fuses the many small element-wise operations "
                    "that add up on a CPU",
                    "beyond that, the large gains are a smaller or pruned model, or a GPU"]
@@ -221,6 +225,20 @@ def _fixed_cost_evidence(profile: Profile, step: StepPoint) -> str | None:
     return f"{small_ms:.1f} ms at batch {small.batch_size}, {step_ms:.1f} ms at {step.batch_size}"
 
 
+def _mixed_precision_lost(profile: Profile | None) -> str | None:
+    """"X samples/s at best in bf16 against Y in fp32" when the profile stepped in a reduced
+    precision and fp32 stayed the fastest; None when it did not measure one, or one won."""
+    best = profile.best_step() if profile is not None else None
+    if profile is None or best is None or best.amp != "off":
+        return None
+    reduced = [p for p in profile.step if p.amp != "off" and p.samples_per_s]
+    if not reduced:
+        return None
+    fastest = max(reduced, key=lambda p: p.samples_per_s or 0.0)
+    return (f"the step alone reached at best {fastest.samples_per_s:,.0f} samples/s in "
+            f"{fastest.amp} against {best.samples_per_s:,.0f} in fp32")
+
+
 def _raise_ceiling(profile: Profile) -> str:
     """What would lift the lower of the two bounds."""
     step, loader = profile.best_step(), profile.best_loader()
@@ -241,7 +259,7 @@ def _raise_ceiling(profile: Profile) -> str:
                 "CUDA graphs (torch.compile's max-autotune captures them) or fused kernels "
                 "would raise it")
     advice = []
-    if step.amp == "off":
+    if step.amp == "off" and _mixed_precision_lost(profile) is None:
         advice.append("mixed precision (where the hardware runs it natively)")
     if step.batch_size >= largest and not any(p.out_of_memory for p in profile.step):
         advice.append("a batch larger than the largest tried")
@@ -297,7 +315,7 @@ def diagnose(
     elif best.data_wait_fraction is not None and best.data_wait_fraction >= INPUT_BOUND_WAIT:
         finding = _input_bound(baseline, best, device)
     else:
-        finding = _compute_bound(baseline, best, device)
+        finding = _compute_bound(baseline, best, device, profile)
     evidence = finding.evidence[0].upper() + finding.evidence[1:]
     advice = " What the settings cannot fix: " + "; ".join(finding.advice[:3]) + "."
     ceiling = ceiling_sentence(profile, best.samples_per_s) if profile is not None else None
