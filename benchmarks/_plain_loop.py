@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import itertools
 import json
 import os
@@ -150,6 +151,9 @@ def main() -> None:
     else:
         for _ in range(len(loader)):  # one whole epoch of warm-up
             step()
+    # The full collection that building the model and loader left due is a start-up cost (a
+    # long run pays it once); autotune's runner runs it before its window too.
+    gc.collect()
     samples, steps = 0, 0
     faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     start = clock()

@@ -9,6 +9,7 @@ events per step for the device's own step time, read once the window is over.
 from __future__ import annotations
 
 import contextlib
+import gc
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -266,6 +267,21 @@ def compile_phase(loop: TrainingLoop) -> tuple[int, float]:
 WHOLE_EPOCH_ROUNDS = 4
 
 
+def collect_setup_garbage() -> None:
+    """Run the garbage collector's full collection that setting up left due, before a window.
+
+    Building the model, the optimizer and the loader leaves many new objects that survive, and
+    Python's collector runs a full collection once those reach a quarter of the objects it
+    already holds: with torch imported that is a walk of some 350,000 objects, 0.2-0.3 s on a
+    2-core CPU, due some seconds into a process's life, i.e. inside a short window. It is a
+    start-up cost a long run pays once. DataLoader workers forked just before it was due inherit
+    the collector's counts and run it themselves, and one worker paused that long stalls a
+    loader that delivers in order (slow-storage, 8 workers: the window lost 3-4%). Collections
+    that steady-state training causes still fall in the window.
+    """
+    gc.collect()
+
+
 def _times_whole_epochs(loop: TrainingLoop, plan: MeasurePlan, round_steps: int) -> bool:
     """Short epochs are timed whole, from one epoch's start to another's end, as a run sees
     them; long ones over a window, with an epoch's start measured apart and amortised."""
@@ -433,6 +449,7 @@ def _measure(
     while whole_epochs and not loop.at_epoch_end:  # the window starts with an epoch
         loop.step(loop.next_batch())
     loop.synchronize()
+    collect_setup_garbage()
     ordinary_steps = 0
     samples = 0
     start = time.perf_counter()

@@ -35,7 +35,7 @@ from torch.utils.data import DataLoader, IterableDataset, default_collate
 from autotune.measure._batches import map_tensors, to_device
 from autotune.measure._host_allocator import release_freed_memory, retain_freed_memory
 from autotune.measure._host_memory import peak_rss_bytes, reset_peak_rss, tree_memory_bytes
-from autotune.measure._loop import _loader_length, build_loader
+from autotune.measure._loop import _loader_length, build_loader, collect_setup_garbage
 from autotune.measure._step import TrainingStep, forward_loss
 from autotune.predict import LoaderPoint, MemoryModel, Profile, StepPoint
 from autotune.space import AmpMode, Config
@@ -324,6 +324,7 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
     combos = [(amp, cl) for amp in plan.amp_modes for cl in plan.channels_last]
     points: list[StepPoint] = []
     bench = _started_bench(workload, device, source, batch_sizes[0], combos[0])
+    collect_setup_garbage()  # the sample pool's objects: a collection due, not a step's cost
     started = time.perf_counter()
     for index, (amp, channels_last) in enumerate(combos):
         now = time.perf_counter()
@@ -523,6 +524,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
     collate = source.collate_seconds(plan.loader_batch_size)
     sample_bytes = source.sample_bytes()
     del source
+    collect_setup_garbage()  # else a worker forked while a collection was due runs it
     loader = profile_loader(workload, dataset, plan, cpu_count)
     grid_max = max(plan.worker_counts)
     return Profile(
