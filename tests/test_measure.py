@@ -123,6 +123,31 @@ def test_a_short_epoch_is_timed_whole_with_its_start(workload_file: Any) -> None
     assert result.epoch_restart_s >= 0.4
 
 
+def test_the_full_collection_that_setting_up_left_due_runs_before_the_window(
+        workload_file: Any) -> None:
+    # Python's collector runs a full collection once the objects that survived since the last
+    # one reach a quarter of those it held then. Building the model, the optimizer and the
+    # loader leaves such survivors, so with torch imported a walk of some 350,000 objects
+    # (0.2-0.3 s on a 2-core CPU) falls due some seconds into the process: inside a short
+    # window, where DataLoader workers forked meanwhile inherit it too. It must run before.
+    events: list[str] = []
+
+    def on_collection(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            events.append("full collection")
+
+    workload = load_workload(workload_file("tiny"))
+    plan = MeasurePlan(warmup_steps=1, min_steps=5, min_seconds=0.01)
+    gc.callbacks.append(on_collection)
+    try:
+        measure(workload, Config(batch_size=16), torch.device("cpu"), plan,
+                progress=lambda event: events.append(event["event"]))
+    finally:
+        gc.callbacks.remove(on_collection)
+    after_warm_up = events[events.index("warmed_up") + 1:]
+    assert after_warm_up[:1] == ["full collection"], after_warm_up
+
+
 # -- 1. the baseline is what the user runs: TF32 left alone unless set ---------------------------
 
 
@@ -223,34 +248,6 @@ def test_real_nvml_reports_a_fraction_for_this_gpu() -> None:
     sampler.sample()
     mean = sampler.mean()
     assert mean is not None and 0.0 <= mean <= 1.0
-
-
-# -- 7. the window is representative ----------------------------------------------------------
-
-
-def test_the_full_collection_that_setting_up_left_due_runs_before_the_window(
-        workload_file: Any) -> None:
-    # Python's collector runs a full collection once the objects that survived since the last
-    # one reach a quarter of those it held then. Building the model, the optimizer and the
-    # loader leaves such survivors, so with torch imported a walk of some 350,000 objects
-    # (0.2-0.3 s on a 2-core CPU) falls due some seconds into the process: inside a short
-    # window, where DataLoader workers forked meanwhile inherit it too. It must run before.
-    events: list[str] = []
-
-    def on_collection(phase: str, info: dict[str, Any]) -> None:
-        if phase == "start" and info["generation"] == 2:
-            events.append("full collection")
-
-    workload = load_workload(workload_file("tiny"))
-    plan = MeasurePlan(warmup_steps=1, min_steps=5, min_seconds=0.01)
-    gc.callbacks.append(on_collection)
-    try:
-        measure(workload, Config(batch_size=16), torch.device("cpu"), plan,
-                progress=lambda event: events.append(event["event"]))
-    finally:
-        gc.callbacks.remove(on_collection)
-    after_warm_up = events[events.index("warmed_up") + 1:]
-    assert after_warm_up[:1] == ["full collection"], after_warm_up
 
 
 # -- 6. the loop that is measured is the loop users run ----------------------------------------
