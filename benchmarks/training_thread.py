@@ -119,10 +119,13 @@ def one_config(workload: Workload, dataset: Any, config: Config, device: torch.d
     _synchronize(device)
     row["copy_ms"] = 1e3 * (time.perf_counter() - started)
     row["lockstep"] = _lockstep(workload, config, dataset, step, device, seconds)
-    point = _measure_loader(workload, dataset, config.batch_size, config.num_workers)
-    row["loader_alone"] = {"samples_per_s": point.samples_per_s,
-                           "cores_busy": point.samples_per_s * point.cpu_s_per_sample,
-                           "receive_ms": 1e3 * (point.main_cpu_s_per_batch or 0.0)}
+    try:
+        point = _measure_loader(workload, dataset, config.batch_size, config.num_workers)
+        row["loader_alone"] = {"samples_per_s": point.samples_per_s,
+                               "cores_busy": point.samples_per_s * point.cpu_s_per_sample,
+                               "receive_ms": 1e3 * (point.main_cpu_s_per_batch or 0.0)}
+    except RuntimeError as error:  # an epoch too short for that many workers' warm-up
+        row["loader_alone"] = {"error": str(error)}
     window = measure(workload, config, device, MeasurePlan(min_seconds=seconds))
     row["trial"] = {key: value for key, value in window.as_dict().items()
                     if key in ("samples_per_s", "step_time_median_ms", "data_wait_fraction",

@@ -19,7 +19,7 @@ from autotune.predict import (
     predict_space,
     ranking,
 )
-from autotune.recommend import ceiling_sentence
+from autotune.recommend import TrialView, ceiling_sentence
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo, default_max_workers
 from autotune.tuner._profiled import Predictor, predicted_too_slow, seed_configs
 
@@ -291,14 +291,64 @@ def test_extra_workers_join_the_grid_unless_the_user_set_num_workers() -> None:
     assert fixed.choices["num_workers"] == (4,)
 
 
+def reaching(samples_per_s: float, batch_size: int = 64, num_workers: int = 16) -> TrialView:
+    return TrialView(Config(batch_size=batch_size, num_workers=num_workers), "ok",
+                     samples_per_s=samples_per_s)
+
+
 def test_the_ceiling_sentence_gives_both_bounds_and_the_share_reached() -> None:
     profile = make_profile({64: 9000.0}, {0: 200.0, 16: 3000.0})
-    sentence = ceiling_sentence(profile, 1500.0)
+    sentence = ceiling_sentence(profile, reaching(1500.0))
     assert sentence is not None
     assert "9,000 samples/s at batch 64 in fp32" in sentence
-    assert "3,000 samples/s with 16 workers" in sentence
-    assert "1,500 samples/s = 50% of min(9,000, 3,000)" in sentence
+    assert "3,000 samples/s with 16 workers at batch 32" in sentence
+    assert "the loader with 16 workers at 3,000; the recommendation reaches 1,500 samples/s " \
+           "= 50% of the lower" in sentence
     assert "loader bounds it" in sentence
+
+
+#: The loader alone on an NVIDIA H200 (text-transformer, 2026-11-26), at batch 32: handing a
+#: batch between processes costs per batch, so more workers hardly helped and larger batches do.
+H200_TOKENS_LOADER = {0: 16003.9, 1: 5874.3, 2: 11966.6, 4: 18579.8, 8: 16681.9, 16: 17526.4}
+
+
+def test_the_loader_is_predicted_through_both_batch_sizes_it_was_timed_at() -> None:
+    profile = make_profile({512: 74260.6}, H200_TOKENS_LOADER, device_type="cuda")
+    again = LoaderPoint(num_workers=4, samples_per_s=52000.0, cpu_s_per_sample=1e-5)
+    profile = profile.model_copy(update={"loader_large_batch_size": 256,
+                                         "loader_large_batch": again})
+    at = predict_configs(profile, [Config(batch_size=b, num_workers=4) for b in (32, 256, 512)])
+    assert at.loader_samples_per_s[0] == pytest.approx(18579.8)
+    assert at.loader_samples_per_s[1] == pytest.approx(52000.0)
+    # Beyond the larger batch the fixed part's share keeps shrinking: faster still.
+    assert at.loader_samples_per_s[2] > 52000.0
+    # A loader that is slower per sample at the larger batch has no fixed part to share out.
+    slower = profile.model_copy(update={"loader_large_batch": again.model_copy(
+        update={"samples_per_s": 15000.0})})
+    assert slower.loader_fixed_share() == 0.0
+
+
+def test_the_share_of_the_ceiling_compares_bounds_at_the_recommendations_batch() -> None:
+    """The step's best is at batch 512, the loader's at batch 32: their minimum is not what a
+    configuration at batch 512 can reach (the H200 run read "212% of min(74,261, 18,580)")."""
+    again = LoaderPoint(num_workers=4, samples_per_s=52000.0, cpu_s_per_sample=1e-5)
+    profile = make_profile({32: 4752.1, 512: 74260.6}, H200_TOKENS_LOADER,
+                           device_type="cuda").model_copy(
+        update={"loader_large_batch_size": 256, "loader_large_batch": again})
+    sentence = ceiling_sentence(profile, reaching(39322.0, batch_size=512, num_workers=4))
+    assert sentence is not None
+    assert "18,580 samples/s with 4 workers at batch 32 (52,000 at batch 256 with 4 " \
+           "workers)" in sentence
+    share = int(sentence.split("= ")[1].split("%")[0])
+    assert 50 <= share <= 100, sentence
+    assert "At the recommendation's batch 512" in sentence
+    assert "underestimates" not in sentence
+    # Without the larger batch (older profiles) the same run reads above the predicted bound,
+    # and the sentence says what that means.
+    older = profile.model_copy(update={"loader_large_batch_size": None,
+                                       "loader_large_batch": None})
+    sentence = ceiling_sentence(older, reaching(39322.0, batch_size=512, num_workers=4))
+    assert sentence is not None and "of the lower: the profile underestimates" in sentence
 
 
 #: The step alone on an NVIDIA H200 (image-cnn, fp32, 2026-11-26): samples/s per batch.
@@ -308,14 +358,16 @@ H200_STEP = {8: 3544.6, 16: 6887.0, 32: 14560.5, 64: 27459.9, 128: 57020.9, 192:
 
 def test_a_step_whose_time_hardly_grows_with_the_batch_is_named_launch_bound_on_cuda() -> None:
     fast_loader = {0: 200.0, 16: 1e6}
-    sentence = ceiling_sentence(make_profile(H200_STEP, fast_loader, device_type="cuda"), 8e4)
+    sentence = ceiling_sentence(make_profile(H200_STEP, fast_loader, device_type="cuda"),
+                                reaching(8e4, batch_size=256))
     assert sentence is not None
     assert "2.3 ms at batch 8, 2.9 ms at 256" in sentence and "CUDA graphs" in sentence
     # A step whose time grows with its batch (image-cnn on a 2-core CPU) gets the usual advice.
     cpu_like = {8: 1005.8, 32: 1578.0, 96: 1733.8}
     for device_type in ("cuda", "cpu"):
         sentence = ceiling_sentence(make_profile(cpu_like, fast_loader,
-                                                 device_type=device_type), 1500.0)
+                                                 device_type=device_type),
+                                    reaching(1500.0, batch_size=96))
         assert sentence is not None and "kernel launches" not in sentence
         assert "step bounds it" in sentence
 

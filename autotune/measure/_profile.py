@@ -11,7 +11,8 @@ meets a given batch seconds after the first did (see :data:`STEP_PASSES`).
 
 **Loader alone**: the DataLoader is built as a trial builds it and its batches are only pulled,
 never copied or used, for a rising number of workers. The sweep goes beyond the searched grid
-while the loader keeps scaling and the CPU and memory allow.
+while the loader keeps scaling and the CPU and memory allow. Its fastest worker count is then
+timed again at a larger batch, which tells the cost of a batch apart from that of its samples.
 
 Each part has its own time budget (see :data:`STEP_BUDGET_S`, :data:`LOADER_BUDGET_S`); a point
 the budget leaves out is predicted from its neighbours, with more uncertainty.
@@ -70,6 +71,11 @@ CPU_SATURATION = 0.9
 #: Share of the proportional gain (the worker ratio) a count must reach for the loader to count
 #: as still scaling whatever the CPU reads: the CPU-busy stop is then not trusted.
 PROPORTIONAL_SHARE = 0.5
+#: The loader's second batch size is at most this multiple of the sweep's. Seen on an NVIDIA
+#: H200 (text-transformer, 2026-11-26): 4 workers delivered 18,580 samples/s at batch 32 and
+#: 16 no more, yet a trial at batch 512 with 4 workers trained at 39,322: handing a batch from
+#: a worker to the main process costs per batch, not per sample.
+LARGE_BATCH_FACTOR = 8
 #: Worker counts tried beyond the searched grid (the grid's own values above its cap first).
 EXTENDED_WORKERS = (24, 32, 48, 64, 96, 128, 192, 256)
 #: Share of the memory budget a step point may be predicted to need before the sweep stops.
@@ -356,6 +362,9 @@ def memory_models(points: Sequence[StepPoint]) -> list[MemoryModel]:
     return models
 
 
+_EPOCH_END = object()
+
+
 def _measure_loader(workload: Workload, dataset: Any, batch_size: int,
                     workers: int) -> LoaderPoint:
     """Pull batches of a fresh loader with ``workers`` workers; time the steady state."""
@@ -375,7 +384,8 @@ def _measure_loader(workload: Workload, dataset: Any, batch_size: int,
         # The workers' start-up backlog (prefetch_factor batches each) is not steady state.
         warmup = workers * (config.prefetch_factor or 0) + 1
         for _ in range(warmup):
-            next(iterator)
+            if next(iterator, _EPOCH_END) is _EPOCH_END:
+                break  # too short an epoch: reported below, as nothing was timed
         cpu_before = _cpu_seconds(process, children=True)
         # The main thread's own CPU clock: fine-grained, where the process's CPU times count
         # in ticks of 10 ms (a 0.5 s window of 70 batches read 0 ms, then 1.8 ms, a batch).
@@ -447,6 +457,37 @@ def profile_loader(workload: Workload, dataset: Any, plan: ProfilePlan,
         if beyond and not gained:
             break
     return points
+
+
+def profile_large_batch(workload: Workload, dataset: Any, plan: ProfilePlan,
+                        points: Sequence[LoaderPoint], sample_bytes: int
+                        ) -> tuple[int, LoaderPoint] | None:
+    """The sweep's fastest worker count again at a larger batch of the space (at most
+    :data:`LARGE_BATCH_FACTOR` times the sweep's, and one an epoch holds enough of): with the
+    two, the predictor splits a batch's cost into a part per sample and a part per batch.
+    None when no such batch fits the epoch or the memory budget."""
+    with_workers = [p for p in points if p.num_workers]
+    if not with_workers:
+        return None
+    best = max(with_workers, key=lambda p: p.samples_per_s)
+    workers, small = best.num_workers, plan.loader_batch_size
+    length = len(dataset) if hasattr(dataset, "__len__") else None
+    larger = [b for b in plan.batch_sizes
+              if 2 * small <= b <= LARGE_BATCH_FACTOR * small
+              and (length is None or (2 * workers + 3) * b <= length)]
+    if not larger:
+        return None
+    batch = max(larger)
+    budget = plan.memory_budget_bytes
+    if budget is not None and best.memory_bytes is not None:
+        # Each worker and the main process hold a batch or two more of the larger size.
+        expected = best.memory_bytes + 2 * (workers + 1) * (batch - small) * sample_bytes
+        if expected > MEMORY_MARGIN * budget:
+            return None
+    try:
+        return batch, _measure_loader(workload, dataset, batch, workers)
+    except RuntimeError:
+        return None
 
 
 def _scaled_in_proportion(points: Sequence[LoaderPoint]) -> bool:
@@ -526,6 +567,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
     del source
     collect_setup_garbage()  # else a worker forked while a collection was due runs it
     loader = profile_loader(workload, dataset, plan, cpu_count)
+    large = profile_large_batch(workload, dataset, plan, loader, sample_bytes)
     grid_max = max(plan.worker_counts)
     return Profile(
         device_type=device.type,
@@ -534,6 +576,8 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         loader=loader,
         memory=memory_models(step),
         loader_batch_size=plan.loader_batch_size,
+        loader_large_batch_size=large[0] if large else None,
+        loader_large_batch=large[1] if large else None,
         dataset_length=_epoch_length(dataset),
         collate_s_per_batch=collate,
         sample_bytes=sample_bytes,

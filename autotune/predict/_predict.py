@@ -247,6 +247,12 @@ class Predictions:
     over_memory: BoolArray
     uncertainty: FloatArray
     bound: IntArray  # index into BOUNDS
+    #: The step's samples/s at each configuration's batch, precision and layout, receiving
+    #: and copying its batches included: the bound a free loader leaves.
+    step_samples_per_s: FloatArray
+    #: The loader's samples/s at each configuration's workers and batch, over whole epochs:
+    #: the bound a free step leaves.
+    loader_samples_per_s: FloatArray
     #: Per knob the profile does not cover, the configurations that turn it away from what the
     #: profile ran (see :data:`UNCOVERED_KNOB`).
     uncovered: dict[str, BoolArray]
@@ -323,7 +329,7 @@ def predict_columns(profile: Profile, columns: Columns,
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         loader_rate = np.where(no_workers, loader_rate,
                                _loader_at_batch(loader_rate, receive, columns.num_workers,
-                                                batch, float(profile.loader_batch_size)))
+                                                batch, profile))
         # The training thread receives each batch from the workers and copies it to the
         # device, one after the other with its step. A copy from pinned memory on CUDA does
         # not wait (the loader's pinning thread copies beside it).
@@ -354,6 +360,7 @@ def predict_columns(profile: Profile, columns: Columns,
         (UNCOVERED_KNOB[name] * mask for name, mask in uncovered.items()), np.zeros(n))
     return Predictions(columns=columns, samples_per_s=rate, memory_bytes=memory,
                        over_memory=over, uncertainty=np.minimum(1.0, uncertainty), bound=bound,
+                       step_samples_per_s=step_rate, loader_samples_per_s=loader_rate,
                        uncovered=uncovered)
 
 
@@ -372,14 +379,19 @@ def _soft_min(bounds: FloatArray) -> FloatArray:
 
 
 def _loader_at_batch(rate: FloatArray, receive: FloatArray, workers: IntArray,
-                     batch: FloatArray, profiled_batch: float) -> FloatArray:
+                     batch: FloatArray, profile: Profile) -> FloatArray:
     """The loader's samples/s at ``batch`` from its rate at the profiled batch size.
 
-    Each worker spends per batch a fixed overhead (handing the batch over; taken to match the
-    main process's receiving cost, at most half the batch's time) plus a time per sample.
+    Each worker spends per batch a fixed overhead plus a time per sample. The profile's split
+    of the two (the same workers timed at two batch sizes) decides it; without that, the
+    overhead is taken to match the main process's receiving cost, at most half the batch's
+    time.
     """
+    profiled_batch = float(profile.loader_batch_size)
     per_batch = workers * profiled_batch / rate
-    overhead = np.minimum(receive, per_batch / 2)
+    fixed_share = profile.loader_fixed_share()
+    overhead = (per_batch * fixed_share if fixed_share is not None
+                else np.minimum(receive, per_batch / 2))
     per_sample = (per_batch - overhead) / profiled_batch
     return np.asarray(workers * batch / (batch * per_sample + overhead), dtype=np.float64)
 
@@ -439,7 +451,7 @@ def _loader_columns(points: Sequence[LoaderPoint], workers: IntArray
 def _loader_rates(profile: Profile, workers: IntArray, batch: FloatArray) -> FloatArray:
     """The loader's samples/s with ``workers`` (each at least 1) at ``batch``."""
     rate, _, _, receive = _loader_columns(profile.loader, workers)
-    return _loader_at_batch(rate, receive, workers, batch, float(profile.loader_batch_size))
+    return _loader_at_batch(rate, receive, workers, batch, profile)
 
 
 def _restart_s_per_worker(points: Sequence[LoaderPoint]) -> float:
