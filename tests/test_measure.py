@@ -123,20 +123,36 @@ def test_a_short_epoch_is_timed_whole_with_its_start(workload_file: Any) -> None
     assert result.epoch_restart_s >= 0.4
 
 
-def test_the_full_collection_that_setting_up_left_due_runs_before_the_window(
+def test_the_full_collection_that_setting_up_left_due_runs_before_the_first_batch(
         workload_file: Any) -> None:
     # Python's collector runs a full collection once the objects that survived since the last
     # one reach a quarter of those it held then. Building the model, the optimizer and the
     # loader leaves such survivors, so with torch imported a walk of some 350,000 objects
     # (0.2-0.3 s on a 2-core CPU) falls due some seconds into the process: inside a short
-    # window, where DataLoader workers forked meanwhile inherit it too. It must run before.
+    # window, where DataLoader workers forked meanwhile inherit it too. It must run before the
+    # first batch is read (before any worker starts): run between the warm-up and the window,
+    # its pause let the workers queue batches that the window then took for free.
     events: list[str] = []
 
     def on_collection(phase: str, info: dict[str, Any]) -> None:
         if phase == "start" and info["generation"] == 2:
             events.append("full collection")
 
-    workload = load_workload(workload_file("tiny"))
+    tiny = load_workload(workload_file("tiny"))
+
+    class ReadsLogged(torch.utils.data.Dataset[Any]):
+        def __init__(self) -> None:
+            self.samples = tiny.dataset()
+
+        def __len__(self) -> int:
+            return len(self.samples)  # type: ignore[arg-type]
+
+        def __getitem__(self, index: int) -> Any:
+            if events[-1:] != ["read"]:
+                events.append("read")
+            return self.samples[index]
+
+    workload = dataclasses.replace(tiny, dataset=ReadsLogged)
     plan = MeasurePlan(warmup_steps=1, min_steps=5, min_seconds=0.01)
     gc.callbacks.append(on_collection)
     try:
@@ -144,8 +160,8 @@ def test_the_full_collection_that_setting_up_left_due_runs_before_the_window(
                 progress=lambda event: events.append(event["event"]))
     finally:
         gc.callbacks.remove(on_collection)
-    after_warm_up = events[events.index("warmed_up") + 1:]
-    assert after_warm_up[:1] == ["full collection"], after_warm_up
+    assert events[events.index("read") - 1] == "full collection", events
+    assert "full collection" not in events[events.index("warmed_up"):], events
 
 
 # -- 1. the baseline is what the user runs: TF32 left alone unless set ---------------------------
