@@ -16,6 +16,7 @@ from autotune.measure._profile import (
     ProfilePlan,
     _loader_saturated,
     _measure_loader,
+    large_batch_size,
     profile_step,
 )
 from autotune.predict import LoaderPoint, Profile, predict_configs, predict_space
@@ -228,6 +229,23 @@ def test_the_memory_stop_multiplies_what_a_worker_adds_not_the_main_process() ->
               _point(8, 600, memory_bytes=int(1.5 * gib + 8 * 50 * 2**20))]
     assert not _loader_saturated(points, 2, 48, _plan(budget=8 * gib))
     assert _loader_saturated(points, 2, 48, _plan(budget=4 * gib))
+
+
+def test_the_second_loader_batch_fits_the_epoch_the_bytes_and_the_budget() -> None:
+    plan = ProfilePlan(batch_sizes=[16, 32, 64, 96, 128, 256, 512], amp_modes=["off"],
+                       channels_last=[False], worker_counts=[0, 16], loader_batch_size=32)
+    tokens, image = 2048, 3 * 224 * 224 * 4  # bytes a sample holds as batched
+    sixteen = _point(16, 5000.0, memory_bytes=2**30)
+    assert large_batch_size(plan, sixteen, None, tokens) == 256  # 8x the sweep's at most
+    # An epoch must hold the warm-up and a window of the larger batches.
+    assert large_batch_size(plan, sixteen, 35 * 128, tokens) == 128
+    assert large_batch_size(plan, sixteen, 35 * 32, tokens) is None
+    # 16 workers' 224x224 float images: batch 128 would hold 2.6 GB in flight.
+    assert large_batch_size(plan, sixteen, None, image) == 96
+    # And within the budget: 1 GiB held already, 2 GiB allowed.
+    budgeted = ProfilePlan(**{**plan.__dict__, "memory_budget_bytes": 2 * 2**30})
+    assert large_batch_size(budgeted, sixteen, None, image) is None
+    assert large_batch_size(budgeted, sixteen, None, tokens) == 256
 
 
 def test_a_stall_during_the_first_sweep_does_not_reach_the_step_points(workload_file) -> None:

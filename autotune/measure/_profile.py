@@ -76,6 +76,9 @@ PROPORTIONAL_SHARE = 0.5
 #: 16 no more, yet a trial at batch 512 with 4 workers trained at 39,322: handing a batch from
 #: a worker to the main process costs per batch, not per sample.
 LARGE_BATCH_FACTOR = 8
+#: Host bytes the larger batches in flight may hold (two per worker and the main process's),
+#: with or without a memory budget: 224x224 float images with 16 workers stop at batch 96.
+LARGE_BATCH_BYTES = 2 * 2**30
 #: Worker counts tried beyond the searched grid (the grid's own values above its cap first).
 EXTENDED_WORKERS = (24, 32, 48, 64, 96, 128, 192, 256)
 #: Share of the memory budget a step point may be predicted to need before the sweep stops.
@@ -462,32 +465,43 @@ def profile_loader(workload: Workload, dataset: Any, plan: ProfilePlan,
 def profile_large_batch(workload: Workload, dataset: Any, plan: ProfilePlan,
                         points: Sequence[LoaderPoint], sample_bytes: int
                         ) -> tuple[int, LoaderPoint] | None:
-    """The sweep's fastest worker count again at a larger batch of the space (at most
-    :data:`LARGE_BATCH_FACTOR` times the sweep's, and one an epoch holds enough of): with the
-    two, the predictor splits a batch's cost into a part per sample and a part per batch.
-    None when no such batch fits the epoch or the memory budget."""
+    """The sweep's fastest worker count again at a larger batch of the space (see
+    :func:`large_batch_size`): with the two, the predictor splits a batch's cost into a part per
+    sample and a part per batch. None when no such batch fits."""
     with_workers = [p for p in points if p.num_workers]
     if not with_workers:
         return None
     best = max(with_workers, key=lambda p: p.samples_per_s)
-    workers, small = best.num_workers, plan.loader_batch_size
     length = len(dataset) if hasattr(dataset, "__len__") else None
+    batch = large_batch_size(plan, best, length, sample_bytes)
+    if batch is None:
+        return None
+    try:
+        return batch, _measure_loader(workload, dataset, batch, best.num_workers)
+    except RuntimeError:
+        return None
+
+
+def large_batch_size(plan: ProfilePlan, best: LoaderPoint, length: int | None,
+                     sample_bytes: int) -> int | None:
+    """The largest batch of the space at 2 to :data:`LARGE_BATCH_FACTOR` times the sweep's that
+    an epoch of ``length`` samples holds enough of for ``best``'s workers, whose batches in
+    flight stay within :data:`LARGE_BATCH_BYTES` and the memory budget; None if none does."""
+    workers, small = best.num_workers, plan.loader_batch_size
+    # Each worker and the main process hold a batch or two of the larger size.
+    in_flight = 2 * (workers + 1) * sample_bytes
     larger = [b for b in plan.batch_sizes
               if 2 * small <= b <= LARGE_BATCH_FACTOR * small
-              and (length is None or (2 * workers + 3) * b <= length)]
+              and (length is None or (2 * workers + 3) * b <= length)
+              and in_flight * b <= LARGE_BATCH_BYTES]
     if not larger:
         return None
     batch = max(larger)
     budget = plan.memory_budget_bytes
-    if budget is not None and best.memory_bytes is not None:
-        # Each worker and the main process hold a batch or two more of the larger size.
-        expected = best.memory_bytes + 2 * (workers + 1) * (batch - small) * sample_bytes
-        if expected > MEMORY_MARGIN * budget:
-            return None
-    try:
-        return batch, _measure_loader(workload, dataset, batch, workers)
-    except RuntimeError:
+    if budget is not None and best.memory_bytes is not None \
+            and best.memory_bytes + in_flight * (batch - small) > MEMORY_MARGIN * budget:
         return None
+    return batch
 
 
 def _scaled_in_proportion(points: Sequence[LoaderPoint]) -> bool:
