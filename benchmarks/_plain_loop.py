@@ -152,7 +152,8 @@ def main() -> None:
         for _ in range(len(loader)):  # one whole epoch of warm-up
             step()
     # The full collection that building the model and loader left due is a start-up cost (a
-    # long run pays it once); autotune's runner runs it before its window too.
+    # long run pays it once); autotune's runner runs it before its warm-up. Here it falls at an
+    # epoch's end, when the workers have no batch left to read: none is queued during it.
     gc.collect()
     samples, steps = 0, 0
     faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
