@@ -98,6 +98,9 @@ def describe(config: Config) -> str:
             parts.append(flag.replace("_", " "))
     if config.compile != "off":
         parts.append(f"compile {config.compile}")
+    if config.intra_op_threads is not None:
+        parts.append(f"{config.intra_op_threads} intra-op thread"
+                     f"{'s' if config.intra_op_threads > 1 else ''}")
     if config.grad_accum_steps > 1:
         parts.append(f"accumulation {config.grad_accum_steps}")
     return ", ".join(parts)

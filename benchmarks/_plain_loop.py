@@ -102,6 +102,8 @@ def main() -> None:
     _refuse_unwritten(config)
     if config.get("retain_freed_memory"):
         _retain_freed_memory()
+    if config.get("intra_op_threads") is not None:
+        torch.set_num_threads(config["intra_op_threads"])
     torch.manual_seed(plan.get("seed", 0))
     workload = load_workload(request["workload"])
     loss_fn = workload.loss

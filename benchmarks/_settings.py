@@ -61,6 +61,8 @@ FIXED_KNOBS: dict[str, Any] = {
     "tf32": None,
     # Doubles the grid; section 1b's default space searches it and section 1b measures it.
     "retain_freed_memory": False,
+    # PyTorch's default threads; section 1b's default space searches one thread on a CPU.
+    "intra_op_threads": None,
 }
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -118,6 +121,17 @@ def test_retaining_freed_memory_is_exported_as_the_environment_to_start_python_w
     assert environment == {"MALLOC_MMAP_THRESHOLD_": str(1 << 30),
                            "MALLOC_TRIM_THRESHOLD_": str((1 << 31) - 1)}
     # What the variables do is tested in test_host_allocator.py.
+
+
+def test_the_steps_threads_are_exported_as_the_environment_torch_reads_at_start() -> None:
+    both = exports(Config(retain_freed_memory=True, intra_op_threads=1), CPU)["environment"]
+    assert set(both) == {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS"}
+    environment = exports(Config(intra_op_threads=1), CPU)["environment"]
+    assert environment == {"OMP_NUM_THREADS": "1"}
+    started = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+        env={**os.environ, **environment}, capture_output=True, text=True, check=True)
+    assert started.stdout.strip() == "1"
 
 
 def test_exports_are_json() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import torch
 
 from autotune.errors import ConfigError, WorkloadError
 from autotune.measure import MeasurePlan
@@ -99,6 +100,16 @@ def test_global_state_set_by_one_trial_is_default_in_the_next(workload_file) -> 
     assert "calls=0" in first and "cudnn.benchmark=False" in first
     assert second == first  # each trial found what the first found, not what it left behind
     assert lineage["marker"] == "False"
+
+
+def test_a_trial_steps_on_the_intra_op_threads_its_configuration_sets(workload_file) -> None:
+    workload = workload_file("process_checks") + ":step_threads"
+    with launcher(workload):
+        one = _fields(_trial(workload, Config(batch_size=16, intra_op_threads=1)).error)
+        three = _fields(_trial(workload, Config(batch_size=16, intra_op_threads=3)).error)
+        default = _fields(_trial(workload).error)
+    assert (one["threads"], three["threads"]) == ("1", "3")
+    assert default["threads"] == str(torch.get_num_threads())  # PyTorch's own, untouched
 
 
 def test_a_segfault_is_classified_and_the_server_keeps_serving(workload_file) -> None:

@@ -253,7 +253,8 @@ def test_of_equal_predictions_the_allocator_the_profile_ran_with_leads() -> None
     # with the setting the space can reach, and of two otherwise equal configurations the one
     # it measured is ranked first (and seeded), the other marked less certain.
     space = SearchSpace(CPU.model_copy(update={"glibc_malloc": True}), TOKENS,
-                        fixed={"amp": "off"}, ranges={"batch_size": "32,64", "num_workers": "0"})
+                        fixed={"amp": "off", "intra_op_threads": None},
+                        ranges={"batch_size": "32,64", "num_workers": "0"})
     assert space.searched["retain_freed_memory"] == (False, True)
     profile = make_profile({32: 1000.0, 64: 2000.0}, {0: 1e5}).model_copy(
         update={"retained_freed_memory": True})
@@ -377,7 +378,7 @@ def test_the_most_uncertain_seeds_each_explore_knobs_no_other_seed_does() -> Non
     # that compiles is more uncertain than any that does not: two uncertain seeds would both
     # compile, and a second compilation on a CPU costs tens of seconds to learn little more.
     device = CPU.model_copy(update={"compile_unavailable": None})
-    space = SearchSpace(device, TOKENS, fixed={"amp": "off"}, ranges={
+    space = SearchSpace(device, TOKENS, fixed={"amp": "off", "intra_op_threads": None}, ranges={
         "batch_size": "32,64,128", "num_workers": "0,2", "prefetch_factor": "1,2"})
     assert space.choices["compile"][:2] == ("off", "default")
     profile = make_profile({32: 1000.0, 64: 2000.0, 128: 2500.0}, {0: 1e5, 2: 2e5})
@@ -423,3 +424,69 @@ def test_a_compiled_configuration_is_charged_the_shortest_compile_measured() -> 
     assert predicted_too_slow(predictor, compiled, best, 1.0, run_samples) is None
     eager = Config(batch_size=32)  # nothing to charge an eager configuration
     assert predicted_too_slow(predictor, eager, best, 30.0, run_samples) is None
+
+
+def _with_one_thread(profile: Profile, rates: dict[int, float]) -> Profile:
+    """``profile`` with the step also timed on one intra-op thread at ``rates``."""
+    points = [StepPoint(batch_size=b, amp="off", samples_per_s=r, cpu_cores=1.0, threads=1)
+              for b, r in rates.items()]
+    return profile.model_copy(update={"step_threads": points})
+
+
+def test_a_step_on_one_thread_is_predicted_from_the_ratio_the_profile_timed() -> None:
+    # The step alone on 2 threads: 1,000 samples/s at batch 32, 4,000 at 256; on one thread
+    # 700 and 2,200 (ratios 0.7 and 0.55).
+    default = make_profile({32: 1000.0, 256: 4000.0}, {0: 1e6}, step_cores=2.0)
+    profile = _with_one_thread(default, {32: 700.0, 256: 2200.0})
+    configs = [Config(batch_size=b, intra_op_threads=t) for b in (32, 64, 256)
+               for t in (None, 1)]
+    predictions = predict_configs(profile, configs)
+    step = dict(zip([(c.batch_size, c.intra_op_threads) for c in configs],
+                    predictions.step_samples_per_s, strict=True))
+    assert step[32, 1] == pytest.approx(700.0) and step[256, 1] == pytest.approx(2200.0)
+    assert 0.55 < step[64, 1] / step[64, None] < 0.7  # between the two measured ratios
+    unc = dict(zip([(c.batch_size, c.intra_op_threads) for c in configs],
+                   predictions.uncertainty, strict=True))
+    assert unc[32, 1] == unc[32, None] < unc[64, 1]
+    # Without points of its own the share of the cores stands in, flagged as a guess.
+    guessed = predict_configs(default, [Config(batch_size=32, intra_op_threads=1)])
+    assert guessed.step_samples_per_s[0] == pytest.approx(500.0)
+    assert guessed.uncertainty[0] > unc[64, 1]
+
+
+def test_one_thread_costs_what_the_step_bounds_and_nothing_where_the_loader_does() -> None:
+    profile = _with_one_thread(make_profile({32: 1e4}, {0: 1e5, 8: 1000.0}, step_cores=2.0),
+                               {32: 5000.0})
+    loader_bound = predict_configs(profile, [
+        Config(batch_size=32, num_workers=8), Config(batch_size=32, num_workers=8,
+                                                     intra_op_threads=1)]).samples_per_s
+    assert loader_bound[1] == pytest.approx(loader_bound[0], rel=0.02)
+    step_bound = predict_configs(profile, [
+        Config(batch_size=32), Config(batch_size=32, intra_op_threads=1)]).samples_per_s
+    assert step_bound[1] < 0.8 * step_bound[0]
+
+
+def test_the_predicted_best_with_workers_is_seeded_on_each_thread_count() -> None:
+    # Loader-bound: the profile cannot tell the two thread counts apart beside busy workers,
+    # so the predicted best is queued on both; a best without workers is not.
+    space = small_space(ranges={"batch_size": "32,64", "num_workers": "0,8"})
+    assert space.searched["intra_op_threads"] == (None, 1)
+    loader_bound = _with_one_thread(
+        make_profile({32: 1e4, 64: 1.5e4}, {0: 100.0, 8: 2000.0}, step_cores=2.0),
+        {32: 6000.0, 64: 8000.0})
+    predictions = predict_space(loader_bound, space)
+    best = ranking(predictions, space, 1)[0][0]
+    assert best.num_workers == 8
+    # A budget of 6 trials leaves room for one predicted best and no uncertain seed.
+    seeds = seed_configs(predictions, space, 6, [space.baseline()])
+    twin = best.model_copy(update={"intra_op_threads": 1 if best.intra_op_threads is None
+                                   else None})
+    assert [s.key() for s in seeds] == [best.key(), twin.key()]
+    step_bound = _with_one_thread(
+        make_profile({32: 1e4, 64: 1.5e4}, {0: 1e6, 8: 500.0}, step_cores=2.0),
+        {32: 6000.0, 64: 8000.0})
+    predictions = predict_space(step_bound, space)
+    best = ranking(predictions, space, 1)[0][0]
+    assert best.num_workers == 0 and best.intra_op_threads is None
+    assert [s.key() for s in seed_configs(predictions, space, 6, [space.baseline()])] == [
+        best.key()]

@@ -18,6 +18,7 @@ from autotune.measure._profile import (
     _measure_loader,
     large_batch_size,
     profile_step,
+    profile_step_threads,
 )
 from autotune.predict import LoaderPoint, Profile, predict_configs, predict_space
 from autotune.runner import probe_workload, profile_workload
@@ -72,6 +73,30 @@ def test_a_compute_heavy_workload_is_bound_by_its_step(workload_file) -> None:
     predictions = predict_space(profile, space)
     best = predictions.best(1)[0]
     assert predictions.bound_name(best) in ("step", "cpu")
+    if "intra_op_threads" in space.searched:  # a CPU of two cores or more
+        assert profile.step_threads and {p.threads for p in profile.step_threads} == {1}
+        assert "step_threads" in profile.public_dict()
+
+
+def test_the_step_is_timed_again_on_the_spaces_other_thread_counts(workload_file) -> None:
+    workload = load_workload(workload_file("compute_heavy"))
+    plan = ProfilePlan(batch_sizes=[8, 16, 32], amp_modes=["off"], channels_last=[False],
+                       worker_counts=[0], loader_batch_size=8, step_budget_s=2,
+                       intra_op_threads=[1, 2])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # PyTorch's default on a 2-core machine, wherever this runs
+    try:
+        points, source = profile_step(workload, workload.dataset(), torch.device("cpu"), plan)
+        again = profile_step_threads(workload, torch.device("cpu"), source, points, plan)
+        assert torch.get_num_threads() == 2  # the profile's own threads are given back
+    finally:
+        torch.set_num_threads(threads)
+    # Only the count that differs from the default, from the smallest batch up; each point
+    # ran on one thread (its CPU time per wall second says so).
+    assert again and {p.threads for p in again} == {1}
+    assert [p.batch_size for p in again] == [8, 16, 32][:len(again)]
+    assert all(p.samples_per_s and p.cpu_cores is not None and p.cpu_cores < 1.3
+               for p in again)
 
 
 def test_the_memory_model_predicts_which_batches_break_the_budget(workload_file) -> None:

@@ -156,7 +156,8 @@ def test_measures_exactly_n_trials_never_twice() -> None:
 
 def small_space() -> SearchSpace:
     # 2 batches x (no workers + 2 worker counts x 2 persistence) = 10 configurations.
-    space = SearchSpace(CPU, TOKENS, fixed={"amp": "off", "prefetch_factor": 2},
+    space = SearchSpace(CPU, TOKENS,
+                        fixed={"amp": "off", "prefetch_factor": 2, "intra_op_threads": None},
                         ranges={"batch_size": "16,32", "num_workers": "0,2,4"})
     assert space.size() == 10
     return space
@@ -187,7 +188,8 @@ def test_a_duplicate_is_closed_as_failed_and_each_measurement_is_told_once() -> 
 
 def test_an_infeasible_configuration_is_told_as_pruned_once() -> None:
     space = SearchSpace(CPU, TOKENS, fixed={"amp": "off", "prefetch_factor": 2,
-                                            "persistent_workers": False},
+                                            "persistent_workers": False,
+                                            "intra_op_threads": None},
                         ranges={"batch_size": "128,256,512", "num_workers": "0,2"})
     study = new_study(space, 5)
     state = SearchState(InfeasibleSet())
@@ -207,7 +209,8 @@ def test_a_proposal_predicted_far_slower_than_the_best_is_skipped_unmeasured() -
     # queued baseline and checklist are measured whatever it says; the sampler's proposals it
     # rules out are told as pruned once, never measured, and counted apart from infeasible ones.
     space = SearchSpace(CPU, TOKENS, fixed={"amp": "off", "prefetch_factor": 2,
-                                            "persistent_workers": False},
+                                            "persistent_workers": False,
+                                            "intra_op_threads": None},
                         ranges={"batch_size": "32,64,128", "num_workers": "0,2,4"})
     study = new_study(space, 12)
     enqueue_first_trials(study, space)
@@ -368,7 +371,7 @@ def test_patience_waits_for_every_queued_configuration_and_counts_gains_above_no
 
 
 def test_make_sampler_brute_force_only_when_the_space_fits() -> None:
-    space = SearchSpace(CPU, TOKENS, fixed={"amp": "off"},
+    space = SearchSpace(CPU, TOKENS, fixed={"amp": "off", "intra_op_threads": None},
                         ranges={"batch_size": "16,32", "num_workers": "0,2"})
     size = space.size()
     assert size == 2 * (1 + 5 * 2)
@@ -380,7 +383,7 @@ def test_make_sampler_brute_force_only_when_the_space_fits() -> None:
 @pytest.mark.parametrize("extra", [0, 10])
 def test_brute_force_search_ends_by_exhaustion_without_duplicates(extra: int) -> None:
     space = SearchSpace(
-        CPU, TOKENS, fixed={"amp": "off", "prefetch_factor": 2},
+        CPU, TOKENS, fixed={"amp": "off", "prefetch_factor": 2, "intra_op_threads": None},
         ranges={"batch_size": "128,256,384", "num_workers": "0,2"},
     )
     expected = all_keys(space)

@@ -71,15 +71,38 @@ def test_cuda_only_knobs_are_not_searched_on_cpu(name: str) -> None:
 def test_cuda_knobs_are_searched_on_ampere(name: str) -> None:
     space = SearchSpace(AMPERE, IMAGES)
     assert space.searched[name] == KNOBS[name].values
-    assert set(space.not_applicable) == {"retain_freed_memory"}  # a CPU-only knob
+    assert set(space.not_applicable) == {"retain_freed_memory", "intra_op_threads"}  # CPU-only
     assert getattr(space.checklist(), name) is True
+
+
+def test_the_steps_threads_are_searched_on_a_cpu_with_cores_to_share() -> None:
+    space = SearchSpace(CPU, TOKENS)
+    assert space.searched["intra_op_threads"] == (None, 1)
+    assert space.baseline().intra_op_threads is None  # PyTorch's default, as users run
+    assert space.checklist().intra_op_threads is None
+    single = SearchSpace(CPU.model_copy(update={"cpu_count": 1}), TOKENS)
+    assert "two cores" in single.not_applicable["intra_op_threads"]
+    assert "CPU device" in SearchSpace(AMPERE, TOKENS).not_applicable["intra_op_threads"]
+    with pytest.raises(ConfigError, match="--fix intra_op_threads=1: intra_op_threads only"):
+        SearchSpace(AMPERE, TOKENS, fixed={"intra_op_threads": "1"})
+
+
+def test_intra_op_thread_counts_are_written_as_numbers_or_null() -> None:
+    space = SearchSpace(CPU, TOKENS, ranges={"intra_op_threads": "null,1,4"})
+    assert space.searched["intra_op_threads"] == (None, 1, 4)
+    assert SearchSpace(CPU, TOKENS, fixed={"intra_op_threads": "1"}).fixed[
+        "intra_op_threads"] == 1
+    with pytest.raises(ConfigError, match="intra_op_threads 0 is not positive; use 1 or more"):
+        coerce_knob_value("intra_op_threads", "0")
+    with pytest.raises(ConfigError, match="takes a whole number"):
+        coerce_knob_value("intra_op_threads", "many")
 
 
 def test_tf32_needs_compute_capability_8() -> None:
     space = SearchSpace(VOLTA, IMAGES)
     assert "tf32" not in space.searched
     assert "8.0" in space.not_applicable["tf32"]
-    assert set(space.not_applicable) == {"tf32", "retain_freed_memory"}
+    assert set(space.not_applicable) == {"tf32", "retain_freed_memory", "intra_op_threads"}
     for name in ("pin_memory", "device_prefetch", "cudnn_benchmark"):
         assert space.searched[name] == (False, True)
 
@@ -198,9 +221,9 @@ def test_size_counts_the_conditional_space(kwargs: dict[str, Any], workload: Wor
 
 
 def test_size_by_hand() -> None:
-    # batch 2 x amp 2 x (workers 0: 1 + workers 2: prefetch 5 x persistent 2) = 44
+    # batch 2 x amp 2 x threads 2 x (workers 0: 1 + workers 2: prefetch 5 x persistent 2) = 88
     space = SearchSpace(CPU_BF16, TOKENS, ranges={"batch_size": "8,16", "num_workers": "0,2"})
-    assert space.size() == 2 * 2 * (1 + 5 * 2)
+    assert space.size() == 2 * 2 * 2 * (1 + 5 * 2)
 
 
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
@@ -211,7 +234,7 @@ def test_suggest_covers_exactly_the_enumerated_space(ordinal: bool) -> None:
         ranges={"batch_size": "8,16", "num_workers": "0,2", "prefetch_factor": "2,4"},
     )
     expected = enumerate_keys(space)
-    assert space.size() == len(expected) == 2 * 2 * 2 * (1 + 2 * 2)
+    assert space.size() == len(expected) == 2 * 2 * 2 * 2 * (1 + 2 * 2)
     seen: list[str] = []
 
     def objective(trial: optuna.Trial) -> float:

@@ -20,7 +20,7 @@ _SHORT = {
     "persistent_workers": "persistent", "pin_memory": "pin", "device_prefetch": "dev-prefetch",
     "channels_last": "channels_last", "cudnn_benchmark": "cudnn_bench", "tf32": "tf32",
     "amp": "amp", "grad_accum_steps": "accum", "compile": "compile",
-    "retain_freed_memory": "retain-freed",
+    "retain_freed_memory": "retain-freed", "intra_op_threads": "threads",
 }
 
 

@@ -7,7 +7,9 @@ trial times. Batch sizes are tried in ascending order per precision and layout, 
 first out-of-memory (on a CPU: the first batch whose predicted memory passes the budget). Each
 precision and layout is swept twice, and each batch keeps the faster of its two windows: on a
 shared machine a few seconds of interference only ever slow a step down, and the second sweep
-meets a given batch seconds after the first did (see :data:`STEP_PASSES`).
+meets a given batch seconds after the first did (see :data:`STEP_PASSES`). Where the space
+searches the step's intra-op threads (a CPU), the step is then timed on the other thread
+counts too, at its smaller batches, within a share of the step budget.
 
 **Loader alone**: the DataLoader is built as a trial builds it and its batches are only pulled,
 never copied or used, for a rising number of workers. The sweep goes beyond the searched grid
@@ -81,6 +83,9 @@ LARGE_BATCH_FACTOR = 8
 LARGE_BATCH_BYTES = 2 * 2**30
 #: Worker counts tried beyond the searched grid (the grid's own values above its cap first).
 EXTENDED_WORKERS = (24, 32, 48, 64, 96, 128, 192, 256)
+#: Share of the step budget spent timing the step on fewer intra-op threads, where the space
+#: searches them: a few batches per precision and layout, smallest first, one window each.
+THREADS_SHARE = 0.2
 #: Share of the memory budget a step point may be predicted to need before the sweep stops.
 MEMORY_MARGIN = 0.9
 
@@ -102,6 +107,8 @@ class ProfilePlan:
     #: Run with glibc keeping freed host memory (when the space holds that setting): the step
     #: sweep's one long-lived process then sees the heap a trial with it sees.
     retain_freed_memory: bool = False
+    #: Intra-op thread counts the space searches besides PyTorch's default (CPU only).
+    intra_op_threads: Sequence[int] = ()
 
 
 def _cpu_seconds(process: psutil.Process, children: bool = False) -> float:
@@ -335,9 +342,10 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
     bench = _started_bench(workload, device, source, batch_sizes[0], combos[0])
     collect_setup_garbage()  # the sample pool's objects: a collection due, not a step's cost
     started = time.perf_counter()
+    budget_s = plan.step_budget_s * (1 - THREADS_SHARE if _thread_counts(plan, device) else 1)
     for index, (amp, channels_last) in enumerate(combos):
         now = time.perf_counter()
-        share = (plan.step_budget_s - (now - started)) / (len(combos) - index)
+        share = (budget_s - (now - started)) / (len(combos) - index)
         if bench is None:
             bench = _StepBench(workload, device, amp, channels_last)
         swept = _sweep(bench, source, batch_sizes, now + share / STEP_PASSES,
@@ -350,6 +358,52 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
         points.extend(swept)
         bench = None
     return points, source
+
+
+def _thread_counts(plan: ProfilePlan, device: torch.device) -> list[int]:
+    """The intra-op thread counts to time the step on: those the space searches, on a CPU,
+    other than what PyTorch runs by default."""
+    if device.type == "cuda":
+        return []
+    default = torch.get_num_threads()
+    return sorted({t for t in plan.intra_op_threads if t != default})
+
+
+def profile_step_threads(workload: Workload, device: torch.device, source: _Batches,
+                         points: Sequence[StepPoint], plan: ProfilePlan) -> list[StepPoint]:
+    """The step on each of the space's other intra-op thread counts, per precision and layout
+    the sweep ran, at its batches in ascending order until its share of
+    :data:`THREADS_SHARE` of the step budget is spent (at least the smallest batch)."""
+    counts = _thread_counts(plan, device)
+    combos = sorted({(p.amp, p.channels_last) for p in points if p.samples_per_s})
+    if not counts or not combos:
+        return []
+    default = torch.get_num_threads()
+    measured: list[StepPoint] = []
+    started = time.perf_counter()
+    budget_s = plan.step_budget_s * THREADS_SHARE
+    todo = [(threads, combo) for threads in counts for combo in combos]
+    try:
+        for index, (threads, (amp, channels_last)) in enumerate(todo):
+            torch.set_num_threads(threads)
+            deadline = started + budget_s * (index + 1) / len(todo)
+            bench = _StepBench(workload, device, amp, channels_last)
+            ran = sorted(p.batch_size for p in points if p.samples_per_s and p.amp == amp
+                         and p.channels_last == channels_last)
+            for timed, batch_size in enumerate(ran):
+                if timed and time.perf_counter() >= deadline:
+                    break
+                try:
+                    on_device, copy_s = _copied(bench, source.make(batch_size))
+                    point = _time_step(bench, [on_device], batch_size, deadline)
+                except Exception as exc:
+                    if not _is_oom(exc):
+                        raise
+                    break
+                measured.append(point.model_copy(update={"copy_s": copy_s, "threads": threads}))
+    finally:
+        torch.set_num_threads(default)
+    return measured
 
 
 def memory_models(points: Sequence[StepPoint]) -> list[MemoryModel]:
@@ -576,6 +630,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
     dataset = workload.dataset()
     cpu_count = os.cpu_count() or 1
     step, source = profile_step(workload, dataset, device, plan)
+    step_threads = profile_step_threads(workload, device, source, step, plan)
     collate = source.collate_seconds(plan.loader_batch_size)
     sample_bytes = source.sample_bytes()
     del source
@@ -587,6 +642,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         device_type=device.type,
         cpu_count=cpu_count,
         step=step,
+        step_threads=step_threads,
         loader=loader,
         memory=memory_models(step),
         loader_batch_size=plan.loader_batch_size,

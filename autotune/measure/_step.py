@@ -45,10 +45,13 @@ def set_tf32(enabled: bool) -> None:
 
 def apply_backend_flags(config: Config, device: torch.device) -> None:
     """Set the process-wide settings the configuration chose: glibc's malloc thresholds when
-    it retains freed memory, the CUDA backend flags; ``tf32=None`` leaves PyTorch's own
-    defaults (and anything the user set) untouched."""
+    it retains freed memory, the intra-op thread count, the CUDA backend flags; ``tf32=None``
+    and ``intra_op_threads=None`` leave PyTorch's own defaults (and anything the user set)
+    untouched."""
     if config.retain_freed_memory:
         retain_freed_memory()
+    if config.intra_op_threads is not None:
+        torch.set_num_threads(config.intra_op_threads)
     if device.type != "cuda":
         return
     torch.backends.cudnn.benchmark = config.cudnn_benchmark

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -115,6 +115,46 @@ def _step_part(profile: Profile, amp: str, channels_last: bool, batch: int) -> _
                  copy_s=_copy_at(ran, batch))
 
 
+def _on_threads(profile: Profile, part: _Part, threads: int, amp: str, channels_last: bool,
+                batch: int) -> _Part:
+    """The step part on ``threads`` intra-op threads (0: PyTorch's default, as the sweep ran).
+
+    Scaled by the ratio of the two measured where the profile timed the step on those threads
+    (interpolated between its batches, the nearest beyond them); where it did not, by the
+    ratio another precision showed, else by the share of the cores the threads use.
+    """
+    if threads == 0 or part.out_of_memory or not math.isfinite(part.samples_per_s):
+        return part
+    if threads >= profile.cpu_count:
+        return replace(part, uncertainty=part.uncertainty + INTERPOLATED)
+    points = profile.thread_points(threads, amp, channels_last)
+    added = 0.0
+    if not points:
+        points = [p for p in profile.step_threads if p.threads == threads and p.samples_per_s]
+        added = NOT_COVERED
+    ratios = []
+    for point in points:
+        default = next((p for p in profile.step if (p.amp, p.channels_last, p.batch_size)
+                        == (point.amp, point.channels_last, point.batch_size)
+                        and p.samples_per_s), None)
+        if default is not None:
+            ratios.append((float(point.batch_size),
+                           float(point.samples_per_s or 0.0) / float(default.samples_per_s or 1),
+                           point.cpu_cores))
+    if not ratios:
+        ratio, cores, added = threads / profile.cpu_count, float(threads), NOT_COVERED
+    else:
+        ratios.sort()
+        ratio, interpolated = _interpolate([r[0] for r in ratios], [r[1] for r in ratios],
+                                           float(batch))
+        added = max(added, interpolated)
+        measured_cores = [r[2] for r in ratios if r[2] is not None]
+        cores = float(np.median(measured_cores)) if measured_cores else float(threads)
+    rate = part.samples_per_s * ratio
+    return replace(part, samples_per_s=rate, cpu_s_per_sample=cores / rate if rate else 0.0,
+                   uncertainty=part.uncertainty + added)
+
+
 def _copy_at(points: Sequence[StepPoint], batch: int) -> float:
     """Seconds to copy a batch of ``batch`` to the device: in proportion to the measured
     batch nearest in size (a copy moves bytes); 0 where no point timed its copy."""
@@ -171,6 +211,7 @@ class Columns:
     tf32: BoolArray  # True when TF32 is forced on
     compile: IntArray  # index into ("off", "default", "max-autotune")
     retain_freed_memory: BoolArray
+    intra_op_threads: IntArray  # 0: PyTorch's default
 
     def __len__(self) -> int:
         return len(self.batch_size)
@@ -191,6 +232,7 @@ class Columns:
             tf32=np.array([c.tf32 is True for c in rows], dtype=bool),
             compile=np.array([_COMPILE_MODES.index(c.compile) for c in rows], dtype=np.int64),
             retain_freed_memory=np.array([c.retain_freed_memory for c in rows], dtype=bool),
+            intra_op_threads=np.array([c.intra_op_threads or 0 for c in rows], dtype=np.int64),
         )
 
     @classmethod
@@ -230,7 +272,7 @@ def _value_array(name: str, choices: Sequence[Any]) -> npt.NDArray[Any]:
         return np.array([_COMPILE_MODES.index(v) for v in choices], dtype=np.int64)
     if name == "tf32":
         return np.array([v is True for v in choices], dtype=bool)
-    if name == "prefetch_factor":
+    if name in ("prefetch_factor", "intra_op_threads"):
         return np.array([v or 0 for v in choices], dtype=np.int64)
     if KNOBS[name].is_flag:
         return np.array([bool(v) for v in choices], dtype=bool)
@@ -275,6 +317,7 @@ class Predictions:
             "tf32": True if c.tf32[index] else None,
             "compile": _COMPILE_MODES[int(c.compile[index])],
             "retain_freed_memory": bool(c.retain_freed_memory[index]),
+            "intra_op_threads": int(c.intra_op_threads[index]) or None,
         }
 
     def best(self, count: int) -> list[int]:
@@ -314,13 +357,16 @@ def predict_columns(profile: Profile, columns: Columns,
         in_combo = keys == key
         model = profile.memory_model(amp, channels_last) or profile.memory_model("off", False)
         for batch in np.unique(columns.batch_size[in_combo]):
-            where = in_combo & (columns.batch_size == batch)
+            at_batch = in_combo & (columns.batch_size == batch)
             part = _step_part(profile, amp, channels_last, int(batch))
-            step_rate[where], step_cpu[where] = part.samples_per_s, part.cpu_s_per_sample
-            step_unc[where], step_oom[where] = part.uncertainty, part.out_of_memory
-            copy[where] = part.copy_s
+            for threads in np.unique(columns.intra_op_threads[at_batch]):
+                where = at_batch & (columns.intra_op_threads == threads)
+                on = _on_threads(profile, part, int(threads), amp, channels_last, int(batch))
+                step_rate[where], step_cpu[where] = on.samples_per_s, on.cpu_s_per_sample
+                step_unc[where], step_oom[where] = on.uncertainty, on.out_of_memory
+                copy[where] = on.copy_s
             if model is not None:
-                memory[where] = model.predict(float(batch))
+                memory[at_batch] = model.predict(float(batch))
     loader_rate, loader_cpu, loader_unc, receive = _loader_columns(profile.loader,
                                                                    columns.num_workers)
 

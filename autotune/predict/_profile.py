@@ -33,6 +33,9 @@ class StepPoint(BaseModel):
     #: Peak memory with this batch: device allocations on CUDA, the process's peak RSS on a CPU.
     peak_memory_bytes: int | None = None
     out_of_memory: bool = False
+    #: The intra-op threads the step ran on (``torch.set_num_threads``); None: PyTorch's
+    #: default, one per physical core.
+    threads: int | None = None
 
     @property
     def cpu_s_per_sample(self) -> float | None:
@@ -108,6 +111,9 @@ class Profile(BaseModel):
     device_type: str
     cpu_count: int
     step: list[StepPoint]
+    #: The step again on fewer intra-op threads (CPU only, the counts the space searches), at
+    #: a few batches of each precision and layout: how much of its speed the other cores give.
+    step_threads: list[StepPoint] = []
     loader: list[LoaderPoint]
     memory: list[MemoryModel]
     #: The batch size of the loader sweep (the workload's own, within the dataset).
@@ -133,6 +139,12 @@ class Profile(BaseModel):
     retained_freed_memory: bool = False
     duration_s: float = 0.0
     budget_s: float = 0.0
+
+    def thread_points(self, threads: int, amp: str, channels_last: bool) -> list[StepPoint]:
+        """The step's points on ``threads`` intra-op threads, by ascending batch."""
+        return sorted((p for p in self.step_threads if p.threads == threads and p.amp == amp
+                       and p.channels_last == channels_last and p.samples_per_s),
+                      key=lambda p: p.batch_size)
 
     def step_points(self, amp: str, channels_last: bool) -> list[StepPoint]:
         """The measured step points of one precision and layout, by ascending batch."""
@@ -175,6 +187,9 @@ class Profile(BaseModel):
                       "channels_last": p.channels_last, "samples_per_s": p.samples_per_s,
                       "copy_s": p.copy_s, "peak_memory_bytes": p.peak_memory_bytes,
                       "out_of_memory": p.out_of_memory} for p in self.step],
+            "step_threads": [{"threads": p.threads, "batch_size": p.batch_size, "amp": p.amp,
+                              "channels_last": p.channels_last,
+                              "samples_per_s": p.samples_per_s} for p in self.step_threads],
             "loader": [{"num_workers": p.num_workers, "samples_per_s": p.samples_per_s,
                         "cpu_s_per_sample": p.cpu_s_per_sample, "restart_s": p.restart_s}
                        for p in self.loader],

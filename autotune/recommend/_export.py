@@ -95,8 +95,9 @@ def exports(config: Config, device: DeviceInfo) -> dict[str, dict[str, Any]]:
     ``hf_training_arguments`` keyword arguments for ``config`` on ``device``,
     ``torch_compile``'s when the model is to be compiled (Lightning has no ``Trainer``
     argument for it: compile the LightningModule with them), and ``environment`` when glibc is
-    to retain freed memory: variables to set before Python starts, for a script that does not
-    call ``rec.prepare_model`` (which sets the same thresholds in the running process)."""
+    to retain freed memory or the step's threads are set: variables to set before Python
+    starts, for a script that does not call ``rec.prepare_model`` (which sets the same
+    thresholds, and ``torch.set_num_threads``, in the running process)."""
     sections = {
         "dataloader": dataloader_kwargs(config),
         "lightning_trainer": lightning_trainer_kwargs(config, device),
@@ -105,6 +106,13 @@ def exports(config: Config, device: DeviceInfo) -> dict[str, dict[str, Any]]:
     compile_kwargs = torch_compile_kwargs(config)
     if compile_kwargs is not None:
         sections["torch_compile"] = compile_kwargs
+    environment: dict[str, str] = {}
     if config.retain_freed_memory:
-        sections["environment"] = dict(RETAIN_ENVIRONMENT)
+        environment.update(RETAIN_ENVIRONMENT)
+    if config.intra_op_threads is not None:
+        # PyTorch sizes its intra-op pool from this at start (DataLoader workers set their own
+        # to 1 whatever it says).
+        environment["OMP_NUM_THREADS"] = str(config.intra_op_threads)
+    if environment:
+        sections["environment"] = environment
     return sections

@@ -67,6 +67,7 @@ REQUIRED: dict[str, str] = {
 OPTIONAL: dict[str, str] = {
     "profile": _DICT_OR_NULL,
     "profile.step": _LIST,
+    "profile.step_threads": _LIST,
     "profile.loader": _LIST,
     "profile.memory": _LIST,
     "trials.search_budget": _INT,
@@ -77,7 +78,8 @@ OPTIONAL: dict[str, str] = {
 _MISSING = object()
 
 #: Knobs a v1 document written before they existed lacks, and the value it was measured with.
-KNOBS_ADDED_LATER: dict[str, Any] = {"compile": "off", "retain_freed_memory": False}
+KNOBS_ADDED_LATER: dict[str, Any] = {"compile": "off", "retain_freed_memory": False,
+                                     "intra_op_threads": None}
 
 
 def _is_int(value: Any) -> bool:

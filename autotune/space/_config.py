@@ -44,6 +44,10 @@ class Config(BaseModel):
     #: glibc's malloc keeps freed host memory for the next step instead of handing it back to
     #: the kernel (CPU devices on Linux; see ``autotune.measure._host_allocator``).
     retain_freed_memory: bool = False
+    #: Threads the training process's operators run on (``torch.set_num_threads``); None
+    #: leaves PyTorch's default, one per physical core. CPU devices only: with busy loader
+    #: workers, a step on every core and the workers wait on each other.
+    intra_op_threads: int | None = None
     #: Micro-batches per optimizer step; set from ``--effective-batch``, never searched.
     grad_accum_steps: int = 1
 
@@ -70,6 +74,14 @@ class Config(BaseModel):
     def _prefetch_in_range(cls, value: int | None) -> int | None:
         if value is not None and not 1 <= value <= 16:
             raise ValueError(f"prefetch_factor {value} is outside 1..16; use null for the default")
+        return value
+
+    @field_validator("intra_op_threads")
+    @classmethod
+    def _threads_positive(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"intra_op_threads {value} is not positive; use 1 or more, or "
+                             "null for PyTorch's default")
         return value
 
     @field_validator("grad_accum_steps")

@@ -55,6 +55,15 @@ def _cpu_with_glibc(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
     return None
 
 
+def _cpu_with_cores(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
+    if device.is_cuda:
+        return ("only searched on a CPU device, where the step's operators run on the host's "
+                "cores beside the loader workers")
+    if device.cpu_count < 2:
+        return "needs a CPU with two cores or more (PyTorch already runs one thread on one)"
+    return None
+
+
 def _compile_runs(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
     return device.compile_unavailable
 
@@ -111,6 +120,11 @@ KNOBS: dict[str, Knob] = {
         Knob("retain_freed_memory", (False, True), False, _cpu_with_glibc,
              help="glibc's malloc keeps freed host memory for the next step instead of "
                   "returning it to the kernel (no page faults per step, more resident memory)"),
+        # None is PyTorch's default (a thread per physical core); 1 leaves the other cores to
+        # the loader workers. Other counts are accepted from the user (--range, --fix).
+        Knob("intra_op_threads", (None, 1), None, _cpu_with_cores,
+             help="threads the step's operators use (torch.set_num_threads; null: PyTorch's "
+                  "default, one per core)"),
     )
 }
 

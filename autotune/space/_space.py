@@ -69,7 +69,8 @@ def coerce_knob_value(name: str, raw: Any, option: str = "--fix") -> Any:
             return value
         raise ConfigError(f"{option} {name}={raw!r}: {name} takes one of "
                           f"{', '.join(knob.values)}")
-    if name == "prefetch_factor" and (value is None or value in _NULL_WORDS):
+    if name in ("prefetch_factor", "intra_op_threads") and (
+            value is None or value in _NULL_WORDS):
         return None
     try:
         number = int(value)
@@ -246,7 +247,7 @@ class SearchSpace:
             narrowed = tuple(
                 v for v in wanted
                 if v in values or (name == "batch_size" and self._batch_allowed(v))
-                or name in ("num_workers", "prefetch_factor")
+                or name in ("num_workers", "prefetch_factor", "intra_op_threads")
             )
         if not narrowed:
             raise ConfigError(

@@ -29,7 +29,8 @@ class ProfileCancelled(Exception):
 
 def profile_plan(space: SearchSpace, memory_budget_bytes: int | None, host_budget: bool,
                  seconds: float) -> ProfilePlan:
-    """What to profile: the space's batches, precisions, layouts and worker counts."""
+    """What to profile: the space's batches, precisions, layouts, worker counts and step
+    thread counts."""
     choices = space.choices
     batches = choices["batch_size"]
     loader_batch = min(space.baseline().batch_size, max(batches))
@@ -44,6 +45,7 @@ def profile_plan(space: SearchSpace, memory_budget_bytes: int | None, host_budge
         step_budget_s=seconds / 2,
         loader_budget_s=seconds / 2,
         retain_freed_memory=True in choices["retain_freed_memory"],
+        intra_op_threads=[t for t in choices["intra_op_threads"] if t is not None],
     )
 
 
@@ -160,6 +162,10 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
 
     # Enough of the ranking to find the best few distinct points past the variants of each.
     take(predictions.best(len(predictions)), best_count, distinct_profiled=True)
+    for twin in _thread_twins(predictions, space):
+        if len(chosen) < room and twin.key() not in seen:
+            seen.add(twin.key())
+            chosen.append(twin)
     among = max(1, int(len(predictions) * UNCERTAIN_AMONG_SHARE))
     # Each explores knobs the profile did not run that no other does: a second compiled seed
     # cost a CPU job 35 s to learn what the first had shown (compile is the least known knob,
@@ -167,6 +173,26 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
     take(predictions.most_uncertain(among, among=among), uncertain_count,
          distinct_uncovered=True)
     return chosen
+
+
+def _thread_twins(predictions: Predictions, space: SearchSpace) -> list[Config]:
+    """The predicted best on the space's other intra-op thread counts, where it has workers.
+
+    The profile times the step's threads with the cores to itself. Beside busy workers a step
+    on every core and the workers wait on each other, which no part timed alone shows: on a
+    2-core CPU, slow-storage's pick (48 workers) trained 1.09x faster on one thread, while
+    steps that bound their configuration lost 21-40% (benchmarks/RESULTS.md 1b). Only a trial
+    tells, so both are measured.
+    """
+    threads = space.choices["intra_op_threads"]
+    best = predictions.best(1)
+    if len(threads) < 2 or not best:
+        return []
+    config = space.config_from(predictions.values(best[0]))
+    if config.num_workers == 0:
+        return []
+    return [config.model_copy(update={"intra_op_threads": t}) for t in threads
+            if t != config.intra_op_threads]
 
 
 #: A proposal of the sampler predicted under this share of the best measured so far is skipped

@@ -3,7 +3,8 @@ factory: ``:visible_devices`` reports the GPUs it was shown, ``:sigkill`` is kil
 it sends itself while using little memory, ``:lineage`` reports its parent and session
 (and whether torch._dynamo was imported before it),
 ``:global_state`` reports torch's global flags (and this module's) as it found them and then
-changes them, ``:sleep_forever`` writes its pid to ``$AUTOTUNE_TEST_PID_FILE`` and sleeps."""
+changes them, ``:sleep_forever`` writes its pid to ``$AUTOTUNE_TEST_PID_FILE`` and sleeps,
+``:step_threads`` reports the intra-op threads its first forward pass runs on."""
 
 from __future__ import annotations
 
@@ -61,6 +62,14 @@ def _sleep_forever() -> nn.Module:
     raise AssertionError("unreachable")
 
 
+class _ReportThreads(nn.Linear):
+    def __init__(self) -> None:
+        super().__init__(4, 2)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError(f"threads={torch.get_num_threads()}")
+
+
 def _workload(model: Callable[[], nn.Module], name: str) -> Workload:
     return Workload(
         model=model,
@@ -85,6 +94,10 @@ def lineage() -> Workload:
 
 def global_state() -> Workload:
     return _workload(_global_state, "global-state")
+
+
+def step_threads() -> Workload:
+    return _workload(_ReportThreads, "step-threads")
 
 
 def sleep_forever() -> Workload:
