@@ -15,7 +15,7 @@ from benchmarks._search_quality import GridOutcome
 CPU = DeviceInfo(type="cpu", name="test cpu", memory_bytes=16 * 2**30, cpu_count=2)
 WORKLOAD = WorkloadInfo(name="w", dataset_length=4096, input_batch_ndim=2, batch_size=32)
 SPACE = SearchSpace(CPU, WORKLOAD, fixed={"prefetch_factor": None, "persistent_workers": False,
-                                          "compile": "off"},
+                                          "compile": "off", "intra_op_threads": None},
                     ranges={"batch_size": [32, 64, 128, 256], "num_workers": [0, 1, 2, 4],
                             "amp": ["off"]})
 

@@ -156,7 +156,8 @@ def test_a_job_ranks_by_throughput_over_the_run_compile_included(
     result = autotune(
         "run", workload_file("tiny"), "--trials", "2", "--db", db, "--out", str(out),
         "--device", "cpu", "--fix", "batch_size=32", "--fix", "num_workers=0",
-        "--fix", "amp=off", "--range", "compile=off,default", "--steps", "10", *FAST_FLAGS)
+        "--fix", "amp=off", "--fix", "intra_op_threads=null", "--range", "compile=off,default",
+        "--steps", "10", *FAST_FLAGS)
     assert result.returncode == 0, result.stderr + result.stdout
     document = json.loads(out.read_text())
     assert document["run"] == {"samples": 320, "steps": 10, "epochs": None}

@@ -250,7 +250,7 @@ def test_a_real_run_stops_re_measuring_a_candidate_far_behind(tmp_path: Path) ->
         [sys.executable, "-m", "autotune", "run", str(SLEEPY), "--range", "num_workers=0,1,4",
          "--fix", "batch_size=8", "--fix", "amp=off", "--fix", "persistent_workers=true",
          "--fix", "prefetch_factor=2", "--fix", "compile=off", "--no-profile", "--device", "cpu",
-         "--fix", "retain_freed_memory=false",
+         "--fix", "retain_freed_memory=false", "--fix", "intra_op_threads=null",
          "--min-seconds", "0.5", "--min-steps", "3", "--warmup-steps", "1",
          "--confirm-top", "2", "--confirm-rounds", "3", "--trials", "3",
          "--db", f"sqlite:///{tmp_path / 'jobs.db'}", "--out", str(out)],
