@@ -490,3 +490,15 @@ def test_the_predicted_best_with_workers_is_seeded_on_each_thread_count() -> Non
     assert best.num_workers == 0 and best.intra_op_threads is None
     assert [s.key() for s in seed_configs(predictions, space, 6, [space.baseline()])] == [
         best.key()]
+
+
+def test_a_thread_count_is_compared_with_the_threads_the_sweep_ran_on_not_the_cpus() -> None:
+    # Eight cores of two threads each: PyTorch's default is 8 of 16 CPUs. Eight threads is
+    # that default, not half of the machine; four is half of it.
+    profile = make_profile({32: 1000.0}, {0: 1e6}, step_cores=8.0).model_copy(
+        update={"cpu_count": 16, "default_threads": 8})
+    default, eight, four = predict_configs(profile, [
+        Config(batch_size=32), Config(batch_size=32, intra_op_threads=8),
+        Config(batch_size=32, intra_op_threads=4)]).step_samples_per_s
+    assert eight == pytest.approx(default)
+    assert four == pytest.approx(default / 2)

@@ -643,6 +643,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         cpu_count=cpu_count,
         step=step,
         step_threads=step_threads,
+        default_threads=torch.get_num_threads() if device.type != "cuda" else None,
         loader=loader,
         memory=memory_models(step),
         loader_batch_size=plan.loader_batch_size,

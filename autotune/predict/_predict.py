@@ -121,11 +121,13 @@ def _on_threads(profile: Profile, part: _Part, threads: int, amp: str, channels_
 
     Scaled by the ratio of the two measured where the profile timed the step on those threads
     (interpolated between its batches, the nearest beyond them); where it did not, by the
-    ratio another precision showed, else by the share of the cores the threads use.
+    ratio another precision showed, else by their share of the default's threads.
     """
-    if threads == 0 or part.out_of_memory or not math.isfinite(part.samples_per_s):
+    default_threads = profile.default_threads or profile.cpu_count
+    if (threads in (0, default_threads) or part.out_of_memory
+            or not math.isfinite(part.samples_per_s)):
         return part
-    if threads >= profile.cpu_count:
+    if threads > default_threads:  # beyond a thread per core: not faster, and not timed
         return replace(part, uncertainty=part.uncertainty + INTERPOLATED)
     points = profile.thread_points(threads, amp, channels_last)
     added = 0.0
@@ -142,7 +144,7 @@ def _on_threads(profile: Profile, part: _Part, threads: int, amp: str, channels_
                            float(point.samples_per_s or 0.0) / float(default.samples_per_s or 1),
                            point.cpu_cores))
     if not ratios:
-        ratio, cores, added = threads / profile.cpu_count, float(threads), NOT_COVERED
+        ratio, cores, added = threads / default_threads, float(threads), NOT_COVERED
     else:
         ratios.sort()
         ratio, interpolated = _interpolate([r[0] for r in ratios], [r[1] for r in ratios],

@@ -114,6 +114,9 @@ class Profile(BaseModel):
     #: The step again on fewer intra-op threads (CPU only, the counts the space searches), at
     #: a few batches of each precision and layout: how much of its speed the other cores give.
     step_threads: list[StepPoint] = []
+    #: The intra-op threads the step sweep ran on (PyTorch's default: a thread per physical
+    #: core, fewer than :attr:`cpu_count` where cores run two threads); None in older profiles.
+    default_threads: int | None = None
     loader: list[LoaderPoint]
     memory: list[MemoryModel]
     #: The batch size of the loader sweep (the workload's own, within the dataset).
