@@ -502,3 +502,41 @@ def test_a_thread_count_is_compared_with_the_threads_the_sweep_ran_on_not_the_cp
         Config(batch_size=32, intra_op_threads=4)]).step_samples_per_s
     assert eight == pytest.approx(default)
     assert four == pytest.approx(default / 2)
+
+
+def test_one_worker_beside_a_step_on_every_core_adds_its_cpu_time_to_the_step() -> None:
+    # The step's two threads meet at the end of each parallel region: a worker that takes one
+    # of their cores delays both. On a 2-core CPU, image-cnn at batch 192 with one worker on
+    # PyTorch's threads measured 0.74 of the cores' share the predictor gave it.
+    step_s, worker_s = 1 / 1000, 8e-4
+    profile = _with_one_thread(
+        make_profile({32: 1000.0}, {0: 1e6, 1: 1e6, 2: 1e6}, step_cores=2.0,
+                     loader_cpu=worker_s),
+        {32: 600.0})
+    receive_s = 1e-5 / 32
+    predicted = predict_configs(profile, [
+        Config(batch_size=32, num_workers=1), Config(batch_size=32, num_workers=2),
+        Config(batch_size=32, num_workers=1, intra_op_threads=1)])
+    one, two, one_thread = predicted.samples_per_s
+    assert one == pytest.approx(1 / (step_s + receive_s + worker_s), rel=0.01)
+    assert predicted.bound_name(0) == "cpu"
+    # Two workers run beside both threads at once: the cores' share.
+    assert two == pytest.approx(2 / (2 * (step_s + receive_s) + worker_s), rel=0.01)
+    # On one thread the worker has the other core to itself: the step alone bounds it.
+    assert one_thread == pytest.approx(1 / (1 / 600 + receive_s), rel=0.02)
+    assert predicted.bound_name(2) == "step"
+    assert one_thread > one
+
+
+def test_workers_that_fit_on_the_cores_a_step_leaves_idle_cost_it_nothing() -> None:
+    # A step that keeps 1.2 of 2 cores busy leaves 0.8 of a core per second to the workers.
+    profile = make_profile({32: 1000.0}, {0: 1e6, 1: 1e6}, step_cores=1.2, loader_cpu=5e-4)
+    light = predict_configs(profile, [Config(batch_size=32, num_workers=1)])
+    assert light.bound_name(0) == "step"
+    heavy = predict_configs(
+        make_profile({32: 1000.0}, {0: 1e6, 1: 1e6}, step_cores=1.2, loader_cpu=2e-3),
+        [Config(batch_size=32, num_workers=1)])
+    step_s = 1 / 1000 + 1e-5 / 32
+    # t = a + (b - 0.8 t) / 1
+    assert heavy.samples_per_s[0] == pytest.approx(1.8 / (step_s + 2e-3), rel=0.01)
+    assert heavy.bound_name(0) == "cpu"

@@ -382,6 +382,7 @@ def predict_columns(profile: Profile, columns: Columns,
         # device, one after the other with its step. A copy from pinned memory on CUDA does
         # not wait (the loader's pinning thread copies beside it).
         copy = np.where(columns.pin_memory & (profile.device_type == "cuda"), 0.0, copy)
+        step_cores = step_cpu * step_rate
         step_rate = batch / (batch / step_rate + receive + copy)
         epoch_start_s = np.zeros(n)
         if profile.dataset_length:
@@ -389,6 +390,8 @@ def predict_columns(profile: Profile, columns: Columns,
         serial = 1.0 / (1.0 / step_rate + 1.0 / loader_rate)
         cpu_bound = (float(profile.cpu_count) / (step_cpu + loader_cpu)
                      if profile.device_type == "cpu" else np.full(n, np.inf))
+        cpu_bound = np.minimum(cpu_bound, _beside_workers(profile, columns, step_rate,
+                                                          step_cores, loader_cpu))
         candidates = np.stack([step_rate, loader_rate, cpu_bound])
         bound = np.argmin(candidates, axis=0).astype(np.int64)
         rate = np.where(no_workers, np.minimum(serial, cpu_bound), _soft_min(candidates))
@@ -410,6 +413,33 @@ def predict_columns(profile: Profile, columns: Columns,
                        over_memory=over, uncertainty=np.minimum(1.0, uncertainty), bound=bound,
                        step_samples_per_s=step_rate, loader_samples_per_s=loader_rate,
                        uncovered=uncovered)
+
+
+def _beside_workers(profile: Profile, columns: Columns, step_rate: FloatArray,
+                    step_cores: FloatArray, loader_cpu: FloatArray) -> FloatArray:
+    """Samples/s of a CPU step that shares the cores with busy loader workers; infinite where
+    there are no workers or the device is not a CPU.
+
+    The step's intra-op threads meet at the end of each parallel region, so a worker that
+    takes a core from one of them delays all (the straggler). Per sample the workers burn
+    ``b`` CPU seconds beside a step of ``a`` seconds on ``c`` busy cores of ``C``: what fits on
+    the cores the step leaves idle (``C - c``) costs nothing; the rest runs beside the step's
+    threads, and ``k`` workers at once (at most one per thread) delay it by ``1/k`` of their
+    time. Solving ``t = a + (b - (C - c) t) / k`` gives ``t = (a k + b) / (k + C - c)``. One
+    worker beside a step on every core adds its whole CPU time to the step's; as many workers
+    as threads spread it over the cores (the cores' share, the CPU bound). On a 2-core CPU,
+    image-cnn at batch 32 with one worker on PyTorch's threads measured 0.59-0.64 of the
+    cores' share (benchmarks/RESULTS.md 1b).
+    """
+    workers = columns.num_workers
+    if profile.device_type != "cpu":
+        return np.full(len(workers), np.inf)
+    threads = np.where(columns.intra_op_threads > 0, columns.intra_op_threads,
+                       profile.default_threads or profile.cpu_count).astype(np.float64)
+    at_once = np.maximum(1.0, np.minimum(workers, threads))
+    idle = np.maximum(0.0, float(profile.cpu_count) - step_cores)
+    seconds = (at_once / step_rate + loader_cpu) / (at_once + idle)
+    return np.where(workers > 0, 1.0 / seconds, np.inf)
 
 
 #: Sharpness of the soft minimum of the bounds: two equal bounds give 92% of either (the
