@@ -338,9 +338,14 @@ def test_patience_ends_a_converged_search_after_the_queued_configurations() -> N
                        state)
     measure = PlateauMeasure(peak=peak)
     run_search(study, space, state, measure, 30, patience=5)
-    # The four queued ones first (the peak last of them), then five that gained nothing.
-    assert [c for c, _, _ in measure.calls][3] == peak
-    assert state.measured == 4 + 5 and state.converged
+    # The four queued ones first (the peak last of them), then five that gained nothing, then
+    # the peak's adjacent configurations not measured by then, and nothing more.
+    calls = [c for c, _, _ in measure.calls]
+    assert calls[3] == peak
+    adjacent = {c.key() for c in space.adjacent(peak)}
+    assert adjacent <= set(state.values)
+    assert state.measured == 9 + len(adjacent - {c.key() for c in calls[:9]})
+    assert state.converged
     assert state.end_reason(30) == "converged"
 
     # Without patience the same search measures its whole budget.
@@ -349,6 +354,41 @@ def test_patience_ends_a_converged_search_after_the_queued_configurations() -> N
     state = SearchState(InfeasibleSet())
     run_search(study, space, state, PlateauMeasure(peak=peak), 12)
     assert state.measured == 12 and not state.converged and state.end_reason(12) == "budget"
+
+
+def test_before_converging_the_search_climbs_along_the_best_s_adjacent_configurations() -> None:
+    # Faster with every larger batch and every extra worker: where the sampler gives up after
+    # one proposal that gains nothing, the best's neighbours keep climbing to the corner.
+    space = SearchSpace(CPU, IMAGES, fixed={"amp": "off", "prefetch_factor": 2},
+                        ranges={"batch_size": "16..128", "num_workers": "0,1,2,4,6,8"})
+
+    def climbing(config: Config, phase: str, trial: optuna.Trial) -> Observation:
+        return Observation(float(config.batch_size * (1 + config.num_workers)))
+
+    study = new_study(space, 100, seed=3)
+    state = SearchState(InfeasibleSet())
+    enqueue_candidates(study, space, [Config(batch_size=16)], "baseline", state)
+    run_search(study, space, state, climbing, 100, patience=1)
+    assert state.converged
+    assert state.best_config is not None
+    assert (state.best_config.batch_size, state.best_config.num_workers) == (128, 8)
+    assert state.measured < len(all_keys(space)) / 2
+
+
+def test_adjacent_configurations_step_one_value_along_each_ordered_knob() -> None:
+    space = SearchSpace(CPU, IMAGES, fixed={"amp": "off"},
+                        ranges={"batch_size": "32..128", "num_workers": "0,2,4",
+                                "prefetch_factor": "1,2,4"})
+    batches = space.choices["batch_size"]
+    middle = batches[len(batches) // 2]
+    config = Config(batch_size=middle, num_workers=2, prefetch_factor=2)
+    near = {(c.batch_size, c.num_workers, c.prefetch_factor) for c in space.adjacent(config)}
+    below, above = batches[batches.index(middle) - 1], batches[batches.index(middle) + 1]
+    assert near == {(below, 2, 2), (above, 2, 2), (middle, 0, None), (middle, 4, 2),
+                    (middle, 2, 1), (middle, 2, 4)}
+    # Without workers a prefetch factor has no effect: no neighbour along it.
+    alone = {(c.batch_size, c.num_workers) for c in space.adjacent(Config(batch_size=32))}
+    assert alone == {(batches[1], 0), (32, 2)}
 
 
 def test_patience_waits_for_every_queued_configuration_and_counts_gains_above_noise() -> None:
@@ -361,7 +401,10 @@ def test_patience_waits_for_every_queued_configuration_and_counts_gains_above_no
     run_search(study, space, state, measure, 30, patience=2)
     # Six queued configurations are all measured although two were enough to converge.
     assert [c for c, _, _ in measure.calls][:6] == [c.normalized() for c in queued]
-    assert state.measured == 6 and state.converged
+    assert state.best_config is not None
+    adjacent = {c.key() for c in space.adjacent(state.best_config)}
+    assert state.measured == 6 + len(adjacent - {c.key() for c in queued})
+    assert state.converged
 
     # A gain of 1% is noise; one of 10% starts the count again.
     state = SearchState(InfeasibleSet())

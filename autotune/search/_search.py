@@ -59,6 +59,10 @@ class SearchState:
     #: one before by more than :data:`MIN_IMPROVEMENT`.
     best: float = 0.0
     since_improvement: int = 0
+    #: The configuration that measured ``best``, and the bests whose adjacent configurations
+    #: were queued before the search could end as converged.
+    best_config: Config | None = None
+    refined: set[str] = field(default_factory=set)
 
     def remember(self, config: Config, observation: Observation) -> None:
         self.values[config.key()] = observation.value
@@ -69,8 +73,8 @@ class SearchState:
             self.since_improvement = 0
         else:
             self.since_improvement += 1
-        if not observation.pruned:
-            self.best = max(self.best, observation.value)
+        if not observation.pruned and observation.value > self.best:
+            self.best, self.best_config = observation.value, config
 
     def end_reason(self, budget: int) -> str:
         """Why the search ended: ``budget``, ``converged``, ``exhausted`` (nothing left to
@@ -169,6 +173,22 @@ def _untried_feasible(space: SearchSpace, state: SearchState, seed: int) -> Conf
     return random.Random(seed + state.measured).choice(configs) if configs else None
 
 
+def _queue_adjacent(study: optuna.Study, space: SearchSpace, state: SearchState) -> bool:
+    """Queue the best's untried neighbours along the ordered knobs (see
+    :meth:`SearchSpace.adjacent`), once per best; whether any was queued.
+
+    A converged search has measured the seeds and the sampler's proposals around them, not
+    necessarily the batch or worker count next to its best: on a 2-core CPU, slow-storage's
+    default job converged on batch 32 with 48 workers and prefetch 1, where batch 48 and
+    prefetch 2 each trained faster in every paired round (benchmarks/RESULTS.md 1c).
+    """
+    best = state.best_config
+    if best is None or best.key() in state.refined:
+        return False
+    state.refined.add(best.key())
+    return bool(enqueue_candidates(study, space, space.adjacent(best), "search", state))
+
+
 def run_search(
     study: optuna.Study,
     space: SearchSpace,
@@ -186,7 +206,9 @@ def run_search(
     With ``patience``, the search ends sooner once every queued configuration (baseline,
     checklist, predicted seeds) has been measured and the last ``patience`` measurements
     improved nothing by more than :data:`MIN_IMPROVEMENT` (``state.converged``): the rest of
-    the budget would mostly re-measure the noise around a settled best. 0: the whole budget.
+    the budget would mostly re-measure the noise around a settled best. Before it ends, the
+    configurations adjacent to the best along the ordered knobs are queued (once per best);
+    one of them that improves on it starts the count again. 0: the whole budget.
 
     A configuration already measured is never measured again, and the study is told each
     measurement once: a repeated proposal is closed as failed (``duplicate_of`` names what it
@@ -207,8 +229,10 @@ def run_search(
             state.exhausted = True
             break
         if patience and state.since_improvement >= patience and not _queued(study):
-            state.converged = True
-            break
+            if not _queue_adjacent(study, space, state):
+                state.converged = True
+                break
+            continue
         if fruitless >= FRUITLESS_ASKS_BEFORE_NUDGE:
             untried = _untried_feasible(space, state, seed)
             if untried is None:

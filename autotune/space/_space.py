@@ -311,6 +311,27 @@ class SearchSpace:
             merged["grad_accum_steps"] = self.effective_batch // merged["batch_size"]
         return Config.model_validate(merged).normalized()
 
+    def adjacent(self, config: Config) -> list[Config]:
+        """The configurations next to ``config`` along each searched ordered knob (batch size,
+        workers, prefetch): the value just below and just above its own, the rest unchanged.
+        Values without effect on it (a prefetch factor without workers) give nothing new."""
+        near: dict[str, Config] = {config.key(): config}
+        values = {name: getattr(config, name) for name in self.choices}
+        for name in ORDINAL_KNOBS:
+            choices = self.choices.get(name, ())
+            if len(choices) < 2:
+                continue
+            ordered = sorted(choices, key=lambda v: _prefetch_setting(v)
+                             if name == "prefetch_factor" else v)
+            here = self.spelling(name, values[name])
+            if here not in ordered:
+                continue
+            index = ordered.index(here)
+            for other in ordered[max(0, index - 1):index] + ordered[index + 1:index + 2]:
+                neighbour = self.config_from({**values, name: other})
+                near.setdefault(neighbour.key(), neighbour)
+        return list(near.values())[1:]
+
     def ordered_values(self, name: str) -> tuple[int, ...] | None:
         """The values of an ordered numeric knob, ascending; None for a knob searched as
         categories (flags, ``amp``, or a list holding ``null``)."""
