@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from autotune.measure import MeasurePlan
 from autotune.runner import ProbeResult, kill_group, probe_workload, run_trial
 from autotune.space import Config, SearchSpace
+from autotune.store import TrialRecord
 from autotune.tuner import TuneOptions, parse_memory
 from benchmarks._settings import FIXED_KNOBS, SuiteSettings, WorkloadGrid
 
@@ -60,6 +61,13 @@ class Run:
     @property
     def ok(self) -> bool:
         return self.outcome == "ok" and self.samples_per_s is not None
+
+    @classmethod
+    def of(cls, record: TrialRecord) -> Run:
+        """The run a trial of autotune's runner recorded."""
+        return cls(outcome=record.outcome, samples_per_s=record.samples_per_s,
+                   duration_s=record.duration_s or 0.0, window_s=record.window_s,
+                   data_wait_fraction=record.data_wait_fraction, error=record.error)
 
 
 def median(values: list[float]) -> float | None:
@@ -168,14 +176,7 @@ class WorkloadContext:
             budget_is_host_memory=not self.probe.device.is_cuda,
             device_uuid=self.probe.device_uuid,
         )
-        return Run(
-            outcome=result.outcome,
-            samples_per_s=result.samples_per_s,
-            duration_s=result.duration_s or 0.0,
-            window_s=result.window_s,
-            data_wait_fraction=result.data_wait_fraction,
-            error=result.error,
-        )
+        return Run.of(result)
 
 
 Measured = TypeVar("Measured")

@@ -96,9 +96,7 @@ class Measurer:
                            memory_budget_bytes=self.memory_budget_bytes,
                            budget_is_host_memory=not self.device.startswith("cuda"))
         self.runs += 1
-        return Run(outcome=result.outcome, samples_per_s=result.samples_per_s,
-                   duration_s=result.duration_s or 0.0, window_s=result.window_s,
-                   error=result.error)
+        return Run.of(result)
 
 
 @dataclass(frozen=True)
