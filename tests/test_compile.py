@@ -23,9 +23,11 @@ from autotune.measure import MeasurePlan
 from autotune.recommend import load_recommendation, pick_candidates
 from autotune.recommend._export import exports
 from autotune.runner import probe_workload, run_trial
+from autotune.search import compile_allowance
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo
 from autotune.store import TrialRecord, throughput_over_run
 from autotune.tuner import TuneOptions
+from autotune.tuner._profiled import compile_lower_bound
 
 FAST_FLAGS = ["--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1",
               "--confirm-top", "1", "--confirm-rounds", "1", "--no-profile"]
@@ -90,6 +92,26 @@ def test_a_compiling_trial_gets_the_compile_allowance_on_top_of_its_timeout() ->
     assert options.trial_timeout_for(Config(compile="default")) == 360
 
 
+def test_compiling_longer_than_the_run_can_repay_beside_the_best_is_the_allowance() -> None:
+    # 4,096 samples beside a best of 40,000/s over the run: past 0.2 s of compiling, even a
+    # step that took no time leaves the run under half the best.
+    allowance = compile_allowance(4096, [40_000.0, 10_000.0])
+    assert allowance == pytest.approx(0.2048)
+    assert throughput_over_run(10**12, allowance, 4096) == pytest.approx(0.5 * 40_000.0)
+    assert compile_allowance(4096 * 90, [40_000.0]) == pytest.approx(90 * 0.2048)
+    assert compile_allowance(None, [40_000.0]) is None  # no run length: nothing to repay
+    assert compile_allowance(4096, []) is None  # no best yet
+
+
+def test_a_default_compile_bounds_max_autotunes_from_below() -> None:
+    assert compile_lower_bound({"default": 20.8}, "max-autotune") == 20.8
+    assert compile_lower_bound({"default": 20.8, "max-autotune": 240.0}, "max-autotune") == 240.0
+    # max-autotune's compiles say nothing about default's.
+    assert compile_lower_bound({"max-autotune": 240.0}, "default") is None
+    assert compile_lower_bound({"default": 20.8}, "default") == 20.8
+    assert compile_lower_bound({"default": 20.8}, "off") is None
+
+
 # -- what is searched where ----------------------------------------------------------------------
 
 
@@ -149,17 +171,24 @@ def test_bench_measures_compile_time_apart_from_the_steady_state(
     assert compile_s > window_s
 
 
+def compile_or_not(tmp_path: Path, workload: str, *flags: str
+                   ) -> tuple[str, subprocess.CompletedProcess[str], dict[str, Any]]:
+    """A two-trial job over compile off/default, the rest fixed, for a run of 10 steps; its
+    database, the finished process and its recommendation."""
+    db, out = str(tmp_path / "autotune.db"), tmp_path / "best.json"
+    result = autotune(
+        "run", workload, "--trials", "2", "--db", db, "--out", str(out),
+        "--device", "cpu", "--fix", "batch_size=32", "--fix", "num_workers=0",
+        "--fix", "amp=off", "--fix", "intra_op_threads=null", "--range", "compile=off,default",
+        "--steps", "10", *flags, *FAST_FLAGS)
+    assert result.returncode == 0, result.stderr + result.stdout
+    return db, result, json.loads(out.read_text())
+
+
 def test_a_job_ranks_by_throughput_over_the_run_compile_included(
     tmp_path: Path, workload_file: Any
 ) -> None:
-    db, out = str(tmp_path / "autotune.db"), tmp_path / "best.json"
-    result = autotune(
-        "run", workload_file("tiny"), "--trials", "2", "--db", db, "--out", str(out),
-        "--device", "cpu", "--fix", "batch_size=32", "--fix", "num_workers=0",
-        "--fix", "amp=off", "--fix", "intra_op_threads=null", "--range", "compile=off,default",
-        "--steps", "10", *FAST_FLAGS)
-    assert result.returncode == 0, result.stderr + result.stdout
-    document = json.loads(out.read_text())
+    db, result, document = compile_or_not(tmp_path, workload_file("tiny"), "--no-prune")
     assert document["run"] == {"samples": 320, "steps": 10, "epochs": None}
     # Ten steps cannot pay back seconds of compiling: the uncompiled baseline is kept.
     assert document["config"]["compile"] == "off"
@@ -183,6 +212,26 @@ def test_a_job_ranks_by_throughput_over_the_run_compile_included(
     assert [r[0] for r in rows(db, "SELECT compile_s FROM autotune_trials "
                                    "WHERE json_extract(config, '$.compile') = 'off'")] \
         == [None, None]
+
+
+def test_a_compile_longer_than_the_run_can_repay_is_stopped_while_compiling(
+    tmp_path: Path, workload_file: Any
+) -> None:
+    db, result, document = compile_or_not(tmp_path, workload_file("tiny"))
+    assert "pruned while compiling" in result.stdout
+    assert document["config"]["compile"] == "off"
+    [(pruned, in_warmup, samples_per_s, compile_s, number)] = rows(
+        db, "SELECT pruned, pruned_during_warmup, samples_per_s, compile_s, optuna_number "
+            "FROM autotune_trials WHERE json_extract(config, '$.compile') = 'default'")
+    assert pruned and in_warmup and samples_per_s is None
+    # Stopped at the allowance the baseline's throughput over the run gave, a lower bound of
+    # its compile time (a whole compile of this model on a CPU takes seconds).
+    study = optuna.load_study(study_name=f"autotune-job-{document['job_id']}",
+                              storage=f"sqlite:///{db}")
+    baseline_value = study.trials[0].value
+    assert baseline_value is not None
+    assert compile_s == pytest.approx(compile_allowance(320, [baseline_value]))
+    assert study.trials[number].state == optuna.trial.TrialState.PRUNED
 
 
 def test_the_apply_api_compiles_what_is_recommended(tmp_path: Path) -> None:

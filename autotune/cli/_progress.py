@@ -42,6 +42,9 @@ def mib(value: int | None) -> str:
 
 
 def _outcome_text(trial: Trial) -> str:
+    if trial.pruned and trial.compile_s is not None and trial.samples_per_s is None:
+        return (f"[yellow]pruned[/] while compiling (over {trial.compile_s:,.1f} s: more than "
+                "the run can repay beside the best)")
     if trial.pruned and trial.pruned_during_warmup:
         return "[yellow]pruned[/] during warm-up (far slower than the best)"
     if trial.pruned:
@@ -104,7 +107,8 @@ class RichReporter(Reporter):
 
     def trial_finished(self, trial: Trial) -> None:
         speed = f"{trial.samples_per_s:,.1f} samples/s" if trial.samples_per_s else "-"
-        compiled = f"  compile {trial.compile_s:,.1f} s" if trial.compile_s is not None else ""
+        compiled = (f"  compile {trial.compile_s:,.1f} s"
+                    if trial.compile_s is not None and trial.samples_per_s else "")
         self.console.print(
             f"#{trial.number:<3} {trial.phase:<9} {speed:>18}  peak {mib(trial.peak_memory_bytes)}"
             f"{compiled}  {describe_config(trial.config)}  {_outcome_text(trial)}",

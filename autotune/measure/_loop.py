@@ -431,8 +431,14 @@ def _measure(
         torch.cuda.reset_peak_memory_stats(device)
     loop = TrainingLoop(workload, config, device)
     collect_setup_garbage()
-    compiling = compile_phase(loop) if config.compile != "off" else None
-    if compiling is not None:
+    compiling = None
+    if config.compile != "off":
+        # The parent may stop a trial whose compiling alone outlasts what the run can repay.
+        if progress is not None:
+            progress({"event": "compiling"})
+        compiling = compile_phase(loop)
+        if progress is not None:
+            progress({"event": "compiled", "seconds": compiling[1]})
         collect_setup_garbage()  # compiling leaves as many survivors again
     warmup = warm_up(loop, plan, progress)
     loop.synchronize()

@@ -75,6 +75,10 @@ class _Run:
     last_progress: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
     warmed_up: bool = False
+    #: Seconds of compiling after which the trial is stopped as pruned (None: never).
+    compile_allowance_s: float | None = None
+    #: When the child said it started compiling; None before and after.
+    compiling_since: float | None = None
 
     def kill(self, reason: str, detail: str | None = None) -> None:
         if self.kill_reason is None:
@@ -172,6 +176,10 @@ def _drain(run: _Run, on_progress: ProgressCallback | None) -> None:
         kind = event.get("event")
         if kind == "warmed_up":
             run.warmed_up = True
+        elif kind == "compiling":
+            run.compiling_since = time.monotonic()
+        elif kind == "compiled":
+            run.compiling_since = None
         elif kind == "progress":
             run.last_progress = event  # a warm-up one until the window starts
             if on_progress is not None and on_progress(event) and run.kill_reason is None:
@@ -191,6 +199,9 @@ def _supervise(
         _drain(run, on_progress)
         if cancel is not None and cancel.is_set():
             run.kill("cancelled")
+        elif _compiled_too_long(run):
+            run.last_progress = {"warmup": True, "compile_s": run.compile_allowance_s}
+            run.kill("pruned")
         elif time.monotonic() > deadline:
             run.kill("timeout", f"the trial did not finish within its {timeout_s:g} s timeout")
         time.sleep(0.02)
@@ -202,6 +213,13 @@ def _supervise(
             time.sleep(0.02)
     _drain(run, on_progress)
     kill_group(run.process.pid)  # leftover workers of a finished trial
+
+
+def _compiled_too_long(run: _Run) -> bool:
+    """Whether ``run`` has been compiling for longer than its allowance."""
+    if run.compile_allowance_s is None or run.compiling_since is None:
+        return False
+    return time.monotonic() - run.compiling_since > run.compile_allowance_s
 
 
 def _signal_name(returncode: int) -> str:
@@ -254,6 +272,7 @@ def _outcome(run: _Run, memory: _HostMemory, tail: str) -> dict[str, Any]:
         in_warmup = bool(progress.get("warmup"))
         return fields | {"outcome": "ok", "pruned": True, "pruned_during_warmup": in_warmup,
                          "samples_per_s": progress.get("samples_per_s"),
+                         "compile_s": progress.get("compile_s"),
                          "warmup_steps" if in_warmup else "steps": progress.get("steps")}
     if run.kill_reason in ("timeout", "oom"):
         return fields | {"outcome": run.kill_reason, "error": run.kill_detail}
@@ -337,6 +356,7 @@ def run_trial(
     device_uuid: str | None = None,
     on_progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
+    compile_allowance_s: float | None = None,
 ) -> TrialRecord:
     """Measure ``config`` in a fresh process and classify how it ended.
 
@@ -345,7 +365,9 @@ def run_trial(
     passing the cap, or being killed by the kernel's out-of-memory killer, is ``oom``. On CUDA
     the budget caps the trial's device memory instead, so exceeding it is a real CUDA
     out-of-memory error. ``device_uuid`` (NVML's ``GPU-...``) names the GPU whose utilisation
-    is sampled. Raises :class:`TrialCancelled` when ``cancel`` is set meanwhile.
+    is sampled. A trial still compiling after ``compile_allowance_s`` seconds is stopped as
+    pruned during warm-up, with that allowance as its ``compile_s`` (a lower bound). Raises
+    :class:`TrialCancelled` when ``cancel`` is set meanwhile.
     """
     request = {
         "mode": "trial",
@@ -360,6 +382,7 @@ def run_trial(
     oom_kills = OomKillCounter.of_this_process()
     kills_before = oom_kills.read()
     run = _start(request)
+    run.compile_allowance_s = compile_allowance_s
     utilization = UtilizationSampler(device_uuid)
 
     def sample_utilization() -> None:

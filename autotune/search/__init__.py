@@ -2,7 +2,7 @@
 
 from autotune.search._feasibility import InfeasibleSet, needs_at_least_as_much_memory
 from autotune.search._params import config_from_params, params_of, suggest_config
-from autotune.search._pruner import clearly_slow, completed_values
+from autotune.search._pruner import clearly_slow, compile_allowance, completed_values
 from autotune.search._search import (
     MeasureFn,
     Observation,
@@ -22,6 +22,7 @@ __all__ = [
     "Observation",
     "SearchState",
     "clearly_slow",
+    "compile_allowance",
     "completed_values",
     "config_from_params",
     "enqueue_candidates",

@@ -43,3 +43,23 @@ def clearly_slow(
     if len(intermediate) < min_reports or len(finished) < min_completed:
         return False
     return intermediate[-1] < ratio * max(finished)
+
+
+def compile_allowance(run_samples: int | None, finished: Sequence[float],
+                      ratio: float = PRUNE_RATIO) -> float | None:
+    """Seconds of compiling after which a trial cannot reach ``ratio`` x the best finished
+    throughput over a run of ``run_samples`` (compile included), however fast it then steps;
+    None when the run's length or a finished trial is unknown.
+
+    The run's throughput is ``run_samples / (compile_s + run_samples / samples_per_s)``, at
+    most ``run_samples / compile_s``: a bound, not a prediction.
+
+    Example:
+        >>> round(compile_allowance(4096, [38_900.0, 34_570.0]), 3)  # text-transformer's epoch
+        0.211
+        >>> compile_allowance(None, [38_900.0]) is None
+        True
+    """
+    if run_samples is None or not finished:
+        return None
+    return run_samples / (ratio * max(finished))

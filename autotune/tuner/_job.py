@@ -35,6 +35,7 @@ from autotune.search import (
     Observation,
     SearchState,
     clearly_slow,
+    compile_allowance,
     completed_values,
     config_from_params,
     enqueue_candidates,
@@ -63,6 +64,7 @@ from autotune.tuner._profiled import (
     PredictFn,
     Predictor,
     ProfileCancelled,
+    compile_lower_bound,
     measure_profile,
     no_prediction,
     predicted_too_slow,
@@ -307,6 +309,8 @@ class _JobRun:
                     device_uuid=self.probe.device_uuid if self.probe else None,
                     on_progress=on_progress,
                     cancel=self.cancel,
+                    compile_allowance_s=compile_allowance(self.run_samples, finished)
+                    if pruning and config.compile != "off" else None,
                 )
             except TrialCancelled:
                 return None
@@ -344,10 +348,11 @@ class _JobRun:
 
     def _predicted_slow(self, config: Config, best: float) -> str | None:
         """Why the profile rules ``config`` out beside ``best``, charging a compiled one the
-        shortest compile of its mode measured so far in this job."""
+        least compile time its mode can take, from the compiles measured so far in this job."""
         assert self.predictor is not None
         return predicted_too_slow(self.predictor, config, best,
-                                  self.shortest_compile_s.get(config.compile), self.run_samples)
+                                  compile_lower_bound(self.shortest_compile_s, config.compile),
+                                  self.run_samples)
 
     def _confirm_estimate_s(self, entries: int) -> float:
         """Seconds to confirm ``entries`` configurations (the baseline included)."""

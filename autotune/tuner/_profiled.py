@@ -4,7 +4,7 @@ configuration, and seed the search with the predicted best and the least known."
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from autotune.measure import ProfilePlan
@@ -224,6 +224,22 @@ def predicted_too_slow(predictor: Predictor, config: Config, best: float,
                  else "")
     return (f"the profile predicts {over_run:,.1f} samples/s{compiling}, under a third of the "
             f"best measured so far ({best:,.1f})")
+
+
+#: torch.compile's modes by the work they do: max-autotune compiles what default compiles and
+#: then benchmarks kernel choices (a text-transformer trial on an H200: default 20.8 s,
+#: max-autotune still compiling after 230 s), so a default compile bounds it from below.
+COMPILE_MODES_BY_COST = ("default", "max-autotune")
+
+
+def compile_lower_bound(shortest_compile_s: Mapping[str, float], mode: str) -> float | None:
+    """Seconds a compile of ``mode`` takes at least: the longest of the shortest compiles
+    measured so far of ``mode`` and of the modes that do less work; None when none was."""
+    if mode not in COMPILE_MODES_BY_COST:
+        return None
+    cheaper_or_same = COMPILE_MODES_BY_COST[:COMPILE_MODES_BY_COST.index(mode) + 1]
+    bounds = [shortest_compile_s[m] for m in cheaper_or_same if m in shortest_compile_s]
+    return max(bounds) if bounds else None
 
 
 #: Predicts one configuration's samples/s, or None without a profile.
