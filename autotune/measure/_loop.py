@@ -482,7 +482,10 @@ def _measure(
                             ordinary_steps >= 2 * round_steps
                             and ordinary_steps % round_steps == 0):
             break
-        if progress is not None and now - last_report >= plan.progress_interval_s:
+        # A window of whole epochs reports at epochs' ends: within one, the rate so far holds
+        # the epoch's start (its first round of workers) without the rounds that repay it.
+        if (progress is not None and now - last_report >= plan.progress_interval_s
+                and (loop.at_epoch_end or not whole_epochs)):
             last_report = now
             progress({"event": "progress", "steps": len(host_steps),
                       "samples_per_s": samples / elapsed})
