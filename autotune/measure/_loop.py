@@ -438,7 +438,7 @@ def _measure(
             progress({"event": "compiling"})
         compiling = compile_phase(loop)
         if progress is not None:
-            progress({"event": "compiled", "seconds": compiling[1]})
+            progress({"event": "compiled"})
         collect_setup_garbage()  # compiling leaves as many survivors again
     warmup = warm_up(loop, plan, progress)
     loop.synchronize()
