@@ -190,17 +190,23 @@ def test_a_loader_whose_cost_is_per_batch_is_predicted_at_a_batch_it_did_not_tim
     would be predicted at 8 samples' worth of throughput at every batch (seen on an H200:
     18,580 samples/s at batch 32, a trial at batch 512 trained at 39,322)."""
     path = workload_file("batch_overhead")
-    profile, _ = profiled(path, 8, fixed={"amp": "off", "num_workers": 2},
-                          ranges={"batch_size": "8..64"})
+    profile, _ = profiled(path, 8, fixed={"amp": "off"},
+                          ranges={"batch_size": "8..64", "num_workers": "1,2"})
     assert profile.loader_batch_size == 8
     assert profile.loader_large_batch_size == 64
     assert profile.loader_large_batch is not None
-    assert profile.loader_large_batch.num_workers == 2
+    best = profile.best_loader()
+    assert best is not None and profile.loader_large_batch.num_workers == best.num_workers
+    # The fewest workers were timed at a larger batch too: a worker's own split.
+    assert profile.loader_fewest_workers_batch_size == 64
+    assert profile.loader_fewest_workers is not None
+    assert profile.loader_fewest_workers.num_workers == 1
     workload = load_workload(path)
-    measured = _measure_loader(workload, workload.dataset(), 32, 2).samples_per_s
-    at = predict_configs(profile, [Config(batch_size=32, num_workers=2)])
-    predicted = float(at.loader_samples_per_s[0])
-    assert 0.8 * measured <= predicted <= 1.25 * measured, (predicted, measured)
+    for workers in (1, 2, best.num_workers):
+        measured = _measure_loader(workload, workload.dataset(), 32, workers).samples_per_s
+        at = predict_configs(profile, [Config(batch_size=32, num_workers=workers)])
+        predicted = float(at.loader_samples_per_s[0])
+        assert 0.8 * measured <= predicted <= 1.25 * measured, (workers, predicted, measured)
 
 
 def test_an_epoch_too_short_for_the_loaders_warm_up_is_a_clear_error(workload_file) -> None:

@@ -13,8 +13,9 @@ counts too, at its smaller batches, within a share of the step budget.
 
 **Loader alone**: the DataLoader is built as a trial builds it and its batches are only pulled,
 never copied or used, for a rising number of workers. The sweep goes beyond the searched grid
-while the loader keeps scaling and the CPU and memory allow. Its fastest worker count is then
-timed again at a larger batch, which tells the cost of a batch apart from that of its samples.
+while the loader keeps scaling and the CPU and memory allow. Its fastest worker count and its
+fewest workers are then timed again at a larger batch, which tells the cost of a batch apart
+from that of its samples: in the main process (the loader's ceiling) and in a worker.
 
 Each part has its own time budget (see :data:`STEP_BUDGET_S`, :data:`LOADER_BUDGET_S`); a point
 the budget leaves out is predicted from its neighbours, with more uncertainty.
@@ -517,23 +518,26 @@ def profile_loader(workload: Workload, dataset: Any, plan: ProfilePlan,
 
 
 def profile_large_batch(workload: Workload, dataset: Any, plan: ProfilePlan,
-                        points: Sequence[LoaderPoint], sample_bytes: int
+                        points: Sequence[LoaderPoint], sample_bytes: int, fewest: bool = False
                         ) -> tuple[int, LoaderPoint] | None:
-    """The sweep's fastest worker count again at a larger batch of the space (see
+    """A worker count of the sweep timed again at a larger batch of the space (see
     :func:`large_batch_size`): with the two, the predictor splits a batch's cost into a part per
-    sample and a part per batch. None when no such batch fits."""
+    sample and a part per batch. The fastest count whose epoch holds enough larger batches (the
+    main process's share, the loader's ceiling), or with ``fewest`` the fewest workers (a
+    worker's own share). None when no such batch fits."""
     with_workers = [p for p in points if p.num_workers]
-    if not with_workers:
-        return None
-    best = max(with_workers, key=lambda p: p.samples_per_s)
+    if fewest:
+        with_workers = sorted(with_workers, key=lambda p: p.num_workers)[:1]
     length = len(dataset) if hasattr(dataset, "__len__") else None
-    batch = large_batch_size(plan, best, length, sample_bytes)
-    if batch is None:
-        return None
-    try:
-        return batch, _measure_loader(workload, dataset, batch, best.num_workers)
-    except RuntimeError:
-        return None
+    for point in sorted(with_workers, key=lambda p: p.samples_per_s, reverse=True):
+        batch = large_batch_size(plan, point, length, sample_bytes)
+        if batch is None:
+            continue
+        try:
+            return batch, _measure_loader(workload, dataset, batch, point.num_workers)
+        except RuntimeError:
+            return None
+    return None
 
 
 def large_batch_size(plan: ProfilePlan, best: LoaderPoint, length: int | None,
@@ -637,6 +641,10 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
     collect_setup_garbage()  # else a worker forked while a collection was due runs it
     loader = profile_loader(workload, dataset, plan, cpu_count)
     large = profile_large_batch(workload, dataset, plan, loader, sample_bytes)
+    counts = [p.num_workers for p in loader if p.num_workers]
+    fewest = (large if large and counts and large[1].num_workers == min(counts)
+              else profile_large_batch(workload, dataset, plan, loader, sample_bytes,
+                                       fewest=True))
     grid_max = max(plan.worker_counts)
     return Profile(
         device_type=device.type,
@@ -649,6 +657,8 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         loader_batch_size=plan.loader_batch_size,
         loader_large_batch_size=large[0] if large else None,
         loader_large_batch=large[1] if large else None,
+        loader_fewest_workers_batch_size=fewest[0] if fewest else None,
+        loader_fewest_workers=fewest[1] if fewest else None,
         dataset_length=_epoch_length(dataset),
         collate_s_per_batch=collate,
         sample_bytes=sample_bytes,

@@ -376,8 +376,11 @@ def predict_columns(profile: Profile, columns: Columns,
     no_workers = columns.num_workers == 0
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         loader_rate = np.where(no_workers, loader_rate,
-                               _loader_at_batch(loader_rate, receive, columns.num_workers,
-                                                batch, profile))
+                               _loader_at_batch(loader_rate, columns.num_workers, batch,
+                                                profile))
+        stages = _loader_model(profile)
+        if stages is not None:
+            receive = receive * stages.receive_growth(batch, profile.loader_batch_size)
         # The training thread receives each batch from the workers and copies it to the
         # device, one after the other with its step. A copy from pinned memory on CUDA does
         # not wait (the loader's pinning thread copies beside it).
@@ -456,22 +459,118 @@ def _soft_min(bounds: FloatArray) -> FloatArray:
     return np.asarray(smallest / total ** (1.0 / SOFT_MIN_POWER), dtype=np.float64)
 
 
-def _loader_at_batch(rate: FloatArray, receive: FloatArray, workers: IntArray,
-                     batch: FloatArray, profile: Profile) -> FloatArray:
-    """The loader's samples/s at ``batch`` from its rate at the profiled batch size.
+@dataclass(frozen=True)
+class _BatchCost:
+    """Seconds per batch: a part per batch plus a part per sample."""
 
-    Each worker spends per batch a fixed overhead plus a time per sample. The profile's split
-    of the two (the same workers timed at two batch sizes) decides it; without that, the
-    overhead is taken to match the main process's receiving cost, at most half the batch's
-    time.
+    fixed_s: float
+    per_sample_s: float
+
+    @classmethod
+    def through(cls, small: float, small_s: float, large: float, large_s: float) -> _BatchCost:
+        """The line through two (batch, seconds) points, neither part below zero."""
+        per_sample = max(0.0, (large_s - small_s) / (large - small))
+        fixed = max(0.0, small_s - per_sample * small)
+        return cls(fixed, (small_s - fixed) / small)
+
+    def seconds(self, batch: FloatArray) -> FloatArray:
+        return np.asarray(self.fixed_s + self.per_sample_s * batch, dtype=np.float64)
+
+    def at(self, batch: float) -> float:
+        return self.fixed_s + self.per_sample_s * batch
+
+
+@dataclass(frozen=True)
+class _LoaderModel:
+    """How the loader's rate changes with the batch: workers in parallel, each spending
+    :attr:`worker` seconds per batch, and the main process receiving every batch, at most
+    :attr:`ceiling` (None: no ceiling seen). Only ratios between batch sizes are used: the
+    sweep's rate at its own batch, per worker count, stays the measured one."""
+
+    worker: _BatchCost
+    ceiling: _BatchCost | None
+    #: The main process's CPU seconds to receive a batch; None: not timed at two batch sizes
+    #: (then taken as the sweep's, whatever the batch).
+    receive: _BatchCost | None
+
+    def shape(self, workers: IntArray, batch: FloatArray) -> FloatArray:
+        rate = workers * batch / self.worker.seconds(batch)
+        if self.ceiling is None:
+            return np.asarray(rate, dtype=np.float64)
+        return _soft_min(np.stack([rate, batch / self.ceiling.seconds(batch)]))
+
+    def receive_growth(self, batch: FloatArray, profiled_batch: float) -> FloatArray:
+        """How much longer the main process takes to receive a batch of ``batch`` than one of
+        the sweep's."""
+        if self.receive is None or not self.receive.at(profiled_batch):
+            return np.ones_like(batch)
+        return self.receive.seconds(batch) / self.receive.at(profiled_batch)
+
+
+def _loader_model(profile: Profile) -> _LoaderModel | None:
+    """The loader's two stages from the profile; None without a worker count timed.
+
+    A worker's split comes from the fewest workers timed at two batch sizes; without that, its
+    part per batch is taken as the main process's receiving cost (at most half its batch's
+    time). The ceiling is the fastest count's rate at the sweep's batch, and grows with the
+    batch as a count timed at two batch sizes says (fitted so that the model gives that count's
+    measured rate at both); without that, with the receiving cost as its part per batch. Where
+    that count's larger batch ran faster than its workers could (the split guessed for a worker
+    was wrong), the worker's split is taken from that pair and there is no ceiling. The main
+    process's receiving grows with the batch as its CPU time per batch did between the pair.
     """
-    profiled_batch = float(profile.loader_batch_size)
-    per_batch = workers * profiled_batch / rate
-    fixed_share = profile.loader_fixed_share()
-    overhead = (per_batch * fixed_share if fixed_share is not None
-                else np.minimum(receive, per_batch / 2))
-    per_sample = (per_batch - overhead) / profiled_batch
-    return np.asarray(workers * batch / (batch * per_sample + overhead), dtype=np.float64)
+    small = float(profile.loader_batch_size)
+    with_workers = sorted((p for p in profile.loader if p.num_workers),
+                          key=lambda p: p.num_workers)
+    if not with_workers:
+        return None
+    fewest = with_workers[0]
+    fewest_s = fewest.num_workers * small / fewest.samples_per_s
+    again, again_batch = profile.loader_fewest_workers, profile.loader_fewest_workers_batch_size
+    if again is not None and again_batch is not None and again.num_workers == fewest.num_workers:
+        worker = _BatchCost.through(small, fewest_s, float(again_batch),
+                                    again.num_workers * again_batch / again.samples_per_s)
+    else:
+        fixed = min(fewest.main_cpu_s_per_batch or 0.0, fewest_s / 2)
+        worker = _BatchCost(fixed, (fewest_s - fixed) / small)
+    best = max(with_workers, key=lambda p: p.samples_per_s)
+    best_s = small / best.samples_per_s
+    large, large_batch = profile.loader_large_batch, profile.loader_large_batch_size
+    paired = None if large is None else next(
+        (p for p in with_workers if p.num_workers == large.num_workers), None)
+    if large is None or large_batch is None or paired is None:
+        fixed = min(best.main_cpu_s_per_batch or 0.0, best_s)
+        return _LoaderModel(worker, _BatchCost(fixed, (best_s - fixed) / small), None)
+    receive = None
+    if paired.main_cpu_s_per_batch and large.main_cpu_s_per_batch:
+        receive = _BatchCost.through(small, paired.main_cpu_s_per_batch, float(large_batch),
+                                     large.main_cpu_s_per_batch)
+    count = np.array([paired.num_workers])
+    at_small = _soft_min(np.stack([count * small / worker.at(small),
+                                   np.array([best.samples_per_s])]))[0]
+    wanted = large.samples_per_s * at_small / paired.samples_per_s
+    workers_rate = paired.num_workers * large_batch / worker.at(large_batch)
+    if wanted < workers_rate:
+        ceiling = (wanted ** -SOFT_MIN_POWER - workers_rate ** -SOFT_MIN_POWER) ** (
+            -1.0 / SOFT_MIN_POWER)
+        return _LoaderModel(worker, _BatchCost.through(small, best_s, float(large_batch),
+                                                       large_batch / ceiling), receive)
+    paired_s = paired.num_workers * small / paired.samples_per_s
+    return _LoaderModel(_BatchCost.through(small, paired_s, float(large_batch),
+                                           large.num_workers * large_batch
+                                           / large.samples_per_s), None, receive)
+
+
+def _loader_at_batch(rate: FloatArray, workers: IntArray, batch: FloatArray,
+                     profile: Profile) -> FloatArray:
+    """The loader's samples/s at ``batch`` from its measured rate at the profiled batch size,
+    scaled as :class:`_LoaderModel` says."""
+    model = _loader_model(profile)
+    if model is None:
+        return rate
+    profiled = np.full(len(batch), float(profile.loader_batch_size))
+    return np.asarray(rate * model.shape(workers, batch) / model.shape(workers, profiled),
+                      dtype=np.float64)
 
 
 def _epoch_samples(dataset_length: int, batch_size: IntArray) -> FloatArray:
@@ -528,8 +627,8 @@ def _loader_columns(points: Sequence[LoaderPoint], workers: IntArray
 
 def _loader_rates(profile: Profile, workers: IntArray, batch: FloatArray) -> FloatArray:
     """The loader's samples/s with ``workers`` (each at least 1) at ``batch``."""
-    rate, _, _, receive = _loader_columns(profile.loader, workers)
-    return _loader_at_batch(rate, receive, workers, batch, profile)
+    rate, _, _, _ = _loader_columns(profile.loader, workers)
+    return _loader_at_batch(rate, workers, batch, profile)
 
 
 def _restart_s_per_worker(points: Sequence[LoaderPoint]) -> float:

@@ -121,10 +121,16 @@ class Profile(BaseModel):
     memory: list[MemoryModel]
     #: The batch size of the loader sweep (the workload's own, within the dataset).
     loader_batch_size: int
-    #: The loader's fastest worker count timed again at this larger batch (see
-    #: :meth:`loader_fixed_share`); None where no larger batch fitted, and in older profiles.
+    #: The loader's fastest worker count (whose epoch holds enough larger batches) timed again
+    #: at this larger batch: how the main process's cost of receiving each batch grows with it
+    #: (the loader's ceiling); None where no larger batch fitted, and in older profiles.
     loader_large_batch_size: int | None = None
     loader_large_batch: LoaderPoint | None = None
+    #: The sweep's fewest workers (one, unless the user fixed the count) timed again at this
+    #: larger batch: how a worker's own time per batch splits into a part per batch and a part
+    #: per sample. None where no larger batch fitted, and in older profiles.
+    loader_fewest_workers_batch_size: int | None = None
+    loader_fewest_workers: LoaderPoint | None = None
     #: Samples in one epoch of the dataset; None for a dataset without a length (then epochs
     #: are not modelled: no epoch start, no last round of the workers).
     dataset_length: int | None = None
@@ -169,20 +175,6 @@ class Profile(BaseModel):
         """The worker count that delivered the most samples per second."""
         return max(self.loader, key=lambda p: p.samples_per_s) if self.loader else None
 
-    def loader_fixed_share(self) -> float | None:
-        """Share of a worker's seconds per batch at :attr:`loader_batch_size` that does not
-        grow with the batch (handing it to the main process, per-batch work), from the same
-        worker count timed at two batch sizes; None without the second."""
-        large, large_batch = self.loader_large_batch, self.loader_large_batch_size
-        small = next((p for p in self.loader
-                      if large is not None and p.num_workers == large.num_workers), None)
-        if large is None or large_batch is None or small is None:
-            return None
-        small_s = small.num_workers * self.loader_batch_size / small.samples_per_s
-        large_s = large.num_workers * large_batch / large.samples_per_s
-        per_sample = (large_s - small_s) / (large_batch - self.loader_batch_size)
-        return min(1.0, max(0.0, 1.0 - per_sample * self.loader_batch_size / small_s))
-
     def public_dict(self) -> dict[str, object]:
         """The profile as the recommendation JSON shows it."""
         return {
@@ -201,6 +193,10 @@ class Profile(BaseModel):
                 "batch_size": self.loader_large_batch_size,
                 "num_workers": self.loader_large_batch.num_workers,
                 "samples_per_s": self.loader_large_batch.samples_per_s},
+            "loader_fewest_workers": None if self.loader_fewest_workers is None else {
+                "batch_size": self.loader_fewest_workers_batch_size,
+                "num_workers": self.loader_fewest_workers.num_workers,
+                "samples_per_s": self.loader_fewest_workers.samples_per_s},
             "dataset_length": self.dataset_length,
             "memory": [{"amp": m.amp, "channels_last": m.channels_last,
                         "fixed_bytes": int(m.fixed_bytes),
