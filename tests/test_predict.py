@@ -360,6 +360,32 @@ def test_a_main_process_ceiling_is_not_taken_for_every_workers_cost() -> None:
     assert at.loader_samples_per_s[1] == pytest.approx(91019.3, rel=0.01)
 
 
+#: slow-storage's loader alone on a 2-core Intel Xeon (2026-11-27 03:08 UTC) at batch 32:
+#: sleeping reads, a cost per sample. One worker read 229 samples/s at batch 32 and 232 at 256.
+XEON_SLOW_STORAGE = {1: 228.9, 2: 453.4, 4: 894.1, 8: 1838.2, 16: 3665.2, 24: 4744.1,
+                     32: 7656.0, 48: 8967.4}
+
+
+def test_a_measured_workers_split_outweighs_a_noisy_ceiling_pair() -> None:
+    """24 workers read 4,744 samples/s at batch 32 (below the trend of 16 and 32 workers) and
+    6,534 at 64: taken as a worker's split, that pair made a batch cost 89 ms whatever its
+    size, and batch 64 with 48 workers was predicted at 8,529 samples/s where trials trained at
+    5,925-6,170. One worker, timed at both batches, reads per sample."""
+    profile = make_profile({64: 1e6}, XEON_SLOW_STORAGE)
+    one = LoaderPoint(num_workers=1, samples_per_s=231.6, cpu_s_per_sample=2e-4)
+    noisy = LoaderPoint(num_workers=24, samples_per_s=6534.2, cpu_s_per_sample=1e-4)
+    profile = profile.model_copy(update={
+        "loader_fewest_workers_batch_size": 256, "loader_fewest_workers": one,
+        "loader_large_batch_size": 64, "loader_large_batch": noisy})
+    at = predict_configs(profile, [Config(batch_size=b, num_workers=48) for b in (32, 64)])
+    assert at.loader_samples_per_s[0] == pytest.approx(8967.4)
+    assert at.loader_samples_per_s[1] == pytest.approx(8967.4, rel=0.05)
+    # Without the measured split the pair decides, as before: larger batches look cheaper.
+    guessed = profile.model_copy(update={"loader_fewest_workers": None})
+    assert predict_configs(guessed, [Config(batch_size=64, num_workers=48)]
+                           ).loader_samples_per_s[0] > 1.2 * 8967.4
+
+
 def test_the_share_of_the_ceiling_compares_bounds_at_the_recommendations_batch() -> None:
     """The step's best is at batch 512, the loader's at batch 32: their minimum is not what a
     configuration at batch 512 can reach (the H200 run read "212% of min(74,261, 18,580)")."""

@@ -515,8 +515,8 @@ def _loader_model(profile: Profile) -> _LoaderModel | None:
     time). The ceiling is the fastest count's rate at the sweep's batch, and grows with the
     batch as a count timed at two batch sizes says (fitted so that the model gives that count's
     measured rate at both); without that, with the receiving cost as its part per batch. Where
-    that count's larger batch ran faster than its workers could (the split guessed for a worker
-    was wrong), the worker's split is taken from that pair and there is no ceiling. The main
+    that count's larger batch ran faster than its workers could, there is no ceiling, and a
+    worker's split, unless measured, is taken from that pair (the guess was wrong). The main
     process's receiving grows with the batch as its CPU time per batch did between the pair.
     """
     small = float(profile.loader_batch_size)
@@ -527,7 +527,9 @@ def _loader_model(profile: Profile) -> _LoaderModel | None:
     fewest = with_workers[0]
     fewest_s = fewest.num_workers * small / fewest.samples_per_s
     again, again_batch = profile.loader_fewest_workers, profile.loader_fewest_workers_batch_size
-    if again is not None and again_batch is not None and again.num_workers == fewest.num_workers:
+    split_measured = (again is not None and again_batch is not None
+                      and again.num_workers == fewest.num_workers)
+    if again is not None and again_batch is not None and split_measured:
         worker = _BatchCost.through(small, fewest_s, float(again_batch),
                                     again.num_workers * again_batch / again.samples_per_s)
     else:
@@ -555,6 +557,8 @@ def _loader_model(profile: Profile) -> _LoaderModel | None:
             -1.0 / SOFT_MIN_POWER)
         return _LoaderModel(worker, _BatchCost.through(small, best_s, float(large_batch),
                                                        large_batch / ceiling), receive)
+    if split_measured:  # the ceiling does not bind at that count; its pair adds nothing
+        return _LoaderModel(worker, None, receive)
     paired_s = paired.num_workers * small / paired.samples_per_s
     return _LoaderModel(_BatchCost.through(small, paired_s, float(large_batch),
                                            large.num_workers * large_batch
