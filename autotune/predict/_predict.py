@@ -374,11 +374,11 @@ def predict_columns(profile: Profile, columns: Columns,
 
     batch = columns.batch_size.astype(np.float64)
     no_workers = columns.num_workers == 0
+    stages = _loader_model(profile)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         loader_rate = np.where(no_workers, loader_rate,
                                _loader_at_batch(loader_rate, columns.num_workers, batch,
-                                                profile))
-        stages = _loader_model(profile)
+                                                profile, stages))
         if stages is not None:
             receive = receive * stages.receive_growth(batch, profile.loader_batch_size)
         # The training thread receives each batch from the workers and copies it to the
@@ -389,7 +389,8 @@ def predict_columns(profile: Profile, columns: Columns,
         step_rate = batch / (batch / step_rate + receive + copy)
         epoch_start_s = np.zeros(n)
         if profile.dataset_length:
-            loader_rate, epoch_start_s = _over_epochs(profile, columns, step_rate, loader_rate)
+            loader_rate, epoch_start_s = _over_epochs(profile, columns, step_rate, loader_rate,
+                                                      stages)
         serial = 1.0 / (1.0 / step_rate + 1.0 / loader_rate)
         cpu_bound = (float(profile.cpu_count) / (step_cpu + loader_cpu)
                      if profile.device_type == "cpu" else np.full(n, np.inf))
@@ -527,9 +528,9 @@ def _loader_model(profile: Profile) -> _LoaderModel | None:
     fewest = with_workers[0]
     fewest_s = fewest.num_workers * small / fewest.samples_per_s
     again, again_batch = profile.loader_fewest_workers, profile.loader_fewest_workers_batch_size
-    split_measured = (again is not None and again_batch is not None
-                      and again.num_workers == fewest.num_workers)
-    if again is not None and again_batch is not None and split_measured:
+    split_measured = False
+    if again is not None and again_batch is not None and again.num_workers == fewest.num_workers:
+        split_measured = True
         worker = _BatchCost.through(small, fewest_s, float(again_batch),
                                     again.num_workers * again_batch / again.samples_per_s)
     else:
@@ -566,14 +567,13 @@ def _loader_model(profile: Profile) -> _LoaderModel | None:
 
 
 def _loader_at_batch(rate: FloatArray, workers: IntArray, batch: FloatArray,
-                     profile: Profile) -> FloatArray:
+                     profile: Profile, stages: _LoaderModel | None) -> FloatArray:
     """The loader's samples/s at ``batch`` from its measured rate at the profiled batch size,
-    scaled as :class:`_LoaderModel` says."""
-    model = _loader_model(profile)
-    if model is None:
+    scaled as ``stages`` (the profile's :func:`_loader_model`) says."""
+    if stages is None:
         return rate
     profiled = np.full(len(batch), float(profile.loader_batch_size))
-    return np.asarray(rate * model.shape(workers, batch) / model.shape(workers, profiled),
+    return np.asarray(rate * stages.shape(workers, batch) / stages.shape(workers, profiled),
                       dtype=np.float64)
 
 
@@ -584,7 +584,8 @@ def _epoch_samples(dataset_length: int, batch_size: IntArray) -> FloatArray:
 
 
 def _over_epochs(profile: Profile, columns: Columns, step_rate: FloatArray,
-                 loader_rate: FloatArray) -> tuple[FloatArray, FloatArray]:
+                 loader_rate: FloatArray, stages: _LoaderModel | None
+                 ) -> tuple[FloatArray, FloatArray]:
     """The loader's samples/s over whole epochs, and the seconds each epoch adds beyond its
     steady state.
 
@@ -602,8 +603,8 @@ def _over_epochs(profile: Profile, columns: Columns, step_rate: FloatArray,
     steps = (epoch / batch).astype(np.int64)
     rounds, left = np.divmod(steps, np.maximum(1, workers))
     round_s = workers * batch / loader_rate
-    left_s = np.where(left > 0, left * batch / _loader_rates(profile, np.maximum(1, left), batch),
-                      0.0)
+    left_rate = _loader_rates(profile, np.maximum(1, left), batch, stages)
+    left_s = np.where(left > 0, left * batch / left_rate, 0.0)
     loader_s = rounds * round_s + left_s
     step_s = epoch / step_rate
     first_s = np.where(rounds > 0, round_s, left_s)
@@ -629,10 +630,11 @@ def _loader_columns(points: Sequence[LoaderPoint], workers: IntArray
     return rate, cpu, uncertainty, receive
 
 
-def _loader_rates(profile: Profile, workers: IntArray, batch: FloatArray) -> FloatArray:
+def _loader_rates(profile: Profile, workers: IntArray, batch: FloatArray,
+                  stages: _LoaderModel | None) -> FloatArray:
     """The loader's samples/s with ``workers`` (each at least 1) at ``batch``."""
     rate, _, _, _ = _loader_columns(profile.loader, workers)
-    return _loader_at_batch(rate, workers, batch, profile)
+    return _loader_at_batch(rate, workers, batch, profile, stages)
 
 
 def _restart_s_per_worker(points: Sequence[LoaderPoint]) -> float:
