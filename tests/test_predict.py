@@ -386,6 +386,37 @@ def test_a_measured_workers_split_outweighs_a_noisy_ceiling_pair() -> None:
                            ).loader_samples_per_s[0] > 1.2 * 8967.4
 
 
+def test_the_wait_that_one_batch_ahead_costs_grows_with_the_workers_ahead_in_the_round(
+        ) -> None:
+    """24 workers timed with two batches ahead read 1.2x their sweep point (one ahead): a
+    worker waits for the main process to take the batches before its own, so the wait grows
+    with the count: one worker barely gains from a second batch ahead, 48 as much as 24.
+    Configurations with one ahead keep the sweep's figures; without the timing (older
+    profiles) every prefetch factor is predicted alike."""
+    older = make_profile({32: 1e6}, XEON_SLOW_STORAGE)
+    swept = XEON_SLOW_STORAGE[24]
+    ahead = LoaderPoint(num_workers=24, samples_per_s=1.2 * swept, cpu_s_per_sample=1e-4,
+                        prefetch_factor=2)
+    profile = older.model_copy(update={"loader_prefetch": ahead})
+    configs = [Config(batch_size=32, num_workers=w, prefetch_factor=f)
+               for w in (1, 12, 24, 48) for f in (1, 2)]
+    at = predict_configs(profile, configs).loader_samples_per_s
+    before = predict_configs(older, configs).loader_samples_per_s
+    one, one_ahead, count_12, count_12_ahead, count_24, count_24_ahead, count_48, \
+        count_48_ahead = at
+    assert list(at[::2]) == pytest.approx(list(before[::2]))
+    assert list(before[1::2]) == pytest.approx(list(before[::2]))
+    assert count_24_ahead / count_24 == pytest.approx(1.2)
+    assert 1.0 < one_ahead / one < 1.01
+    assert count_48_ahead / count_48 == pytest.approx(1.2)
+    assert 1.0 < count_12_ahead / count_12 < 1.2
+    # A second batch ahead that was no faster predicts no gain (never a loss).
+    slower = profile.model_copy(update={"loader_prefetch": ahead.model_copy(
+        update={"samples_per_s": 0.9 * swept})})
+    assert list(predict_configs(slower, configs).loader_samples_per_s) == pytest.approx(
+        list(before))
+
+
 def test_the_share_of_the_ceiling_compares_bounds_at_the_recommendations_batch() -> None:
     """The step's best is at batch 512, the loader's at batch 32: their minimum is not what a
     configuration at batch 512 can reach (the H200 run read "212% of min(74,261, 18,580)")."""

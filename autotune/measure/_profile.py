@@ -15,7 +15,9 @@ counts too, at its smaller batches, within a share of the step budget.
 never copied or used, for a rising number of workers. The sweep goes beyond the searched grid
 while the loader keeps scaling and the CPU and memory allow. Its fastest worker count and its
 fewest workers are then timed again at a larger batch, which tells the cost of a batch apart
-from that of its samples: in the main process (the loader's ceiling) and in a worker.
+from that of its samples: in the main process (the loader's ceiling) and in a worker. The
+sweep holds one batch ahead per worker; the fastest count is timed once more with PyTorch's
+default of two, whose gain tells how long a worker waits for its batch to be taken.
 
 Each part has its own time budget (see :data:`STEP_BUDGET_S`, :data:`LOADER_BUDGET_S`); a point
 the budget leaves out is predicted from its neighbours, with more uncertainty.
@@ -42,7 +44,7 @@ from autotune.measure._host_memory import peak_rss_bytes, reset_peak_rss, tree_m
 from autotune.measure._loop import _loader_length, build_loader, collect_setup_garbage
 from autotune.measure._step import TrainingStep, forward_loss
 from autotune.predict import LoaderPoint, MemoryModel, Profile, StepPoint
-from autotune.space import AmpMode, Config
+from autotune.space import TORCH_DEFAULT_PREFETCH_FACTOR, AmpMode, Config
 from autotune.workload import Workload
 
 #: Seconds for the whole step sweep. Each point needs a warm-up step and a short timing; on a
@@ -79,9 +81,21 @@ PROPORTIONAL_SHARE = 0.5
 #: 16 no more, yet a trial at batch 512 with 4 workers trained at 39,322: handing a batch from
 #: a worker to the main process costs per batch, not per sample.
 LARGE_BATCH_FACTOR = 8
+#: Seconds the timing at the larger batch may be expected to take (at the sweep's rate): the
+#: split needs two batch sizes, not the largest. One slow-storage worker (231 samples/s on a
+#: 2-core Xeon) took 5.5 s at batch 256 of a 31 s profile; batch 64 takes 1.4 s.
+LARGE_BATCH_S = 2.0
 #: Host bytes the larger batches in flight may hold (two per worker and the main process's),
 #: with or without a memory budget: 224x224 float images with 16 workers stop at batch 96.
 LARGE_BATCH_BYTES = 2 * 2**30
+#: Batches each worker holds ahead in the loader sweep: one, so the start-up backlog to skip is
+#: one round of workers.
+SWEEP_PREFETCH = 1
+#: Batches ahead per worker of the loader's second timing at the sweep's batch: PyTorch's
+#: default. Seen on a 2-core CPU (slow-storage, batch 48, 48 workers): trials with two ahead
+#: trained at 7,468-7,827 samples/s, with one at 6,744-6,888; the sweep's one ahead alone
+#: cannot tell them apart.
+AHEAD_PREFETCH = TORCH_DEFAULT_PREFETCH_FACTOR
 #: Worker counts tried beyond the searched grid (the grid's own values above its cap first).
 EXTENDED_WORKERS = (24, 32, 48, 64, 96, 128, 192, 256)
 #: Share of the step budget spent timing the step on fewer intra-op threads, where the space
@@ -424,11 +438,11 @@ _EPOCH_END = object()
 
 
 def _measure_loader(workload: Workload, dataset: Any, batch_size: int,
-                    workers: int) -> LoaderPoint:
-    """Pull batches of a fresh loader with ``workers`` workers; time the steady state."""
-    # One batch ahead per worker: the start-up backlog to skip is then one round of workers.
+                    workers: int, prefetch_factor: int = SWEEP_PREFETCH) -> LoaderPoint:
+    """Pull batches of a fresh loader with ``workers`` workers, each ``prefetch_factor``
+    batches ahead; time the steady state."""
     config = Config(batch_size=batch_size, num_workers=workers,
-                    prefetch_factor=1 if workers else None)
+                    prefetch_factor=prefetch_factor if workers else None)
     loader: DataLoader[Any] = build_loader(workload, config, dataset)
     process = psutil.Process()
     length = _loader_length(loader)
@@ -471,6 +485,7 @@ def _measure_loader(workload: Workload, dataset: Any, batch_size: int,
                            f"{workers} workers; give the dataset more samples")
     samples = pulled * batch_size
     return LoaderPoint(num_workers=workers, samples_per_s=samples / wall,
+                       prefetch_factor=prefetch_factor if workers else None,
                        cpu_s_per_sample=cpu / samples,
                        main_cpu_s_per_batch=main_cpu / pulled if workers else None,
                        memory_bytes=memory, restart_s=restart if workers else None)
@@ -540,18 +555,48 @@ def profile_large_batch(workload: Workload, dataset: Any, plan: ProfilePlan,
     return None
 
 
+def profile_prefetch(workload: Workload, dataset: Any, plan: ProfilePlan,
+                     points: Sequence[LoaderPoint], sample_bytes: int) -> LoaderPoint | None:
+    """The fastest worker count of the sweep whose epoch holds enough batches, timed again
+    with :data:`AHEAD_PREFETCH` batches ahead per worker instead of the sweep's one: with one
+    ahead a worker that has delivered waits for the main process to take its batch, in
+    order, before it is given the next (the predictor's wait per worker). None when no count
+    fits the epoch or the memory budget."""
+    length = len(dataset) if hasattr(dataset, "__len__") else None
+    batch = plan.loader_batch_size
+    budget = plan.memory_budget_bytes
+    for point in sorted((p for p in points if p.num_workers), key=lambda p: p.samples_per_s,
+                        reverse=True):
+        workers = point.num_workers
+        # The warm-up skips the backlog of every worker's batches ahead; as many are in
+        # flight while the window runs, which needs a round of workers and two batches more.
+        if length is not None and ((2 * AHEAD_PREFETCH + 1) * workers + 3) * batch > length:
+            continue
+        extra = workers * (AHEAD_PREFETCH - SWEEP_PREFETCH) * batch * sample_bytes
+        if budget is not None and point.memory_bytes is not None \
+                and point.memory_bytes + extra > MEMORY_MARGIN * budget:
+            continue
+        try:
+            return _measure_loader(workload, dataset, batch, workers, AHEAD_PREFETCH)
+        except RuntimeError:
+            return None
+    return None
+
+
 def large_batch_size(plan: ProfilePlan, best: LoaderPoint, length: int | None,
                      sample_bytes: int) -> int | None:
     """The largest batch of the space at 2 to :data:`LARGE_BATCH_FACTOR` times the sweep's that
     an epoch of ``length`` samples holds enough of for ``best``'s workers, whose batches in
-    flight stay within :data:`LARGE_BATCH_BYTES` and the memory budget; None if none does."""
+    flight stay within :data:`LARGE_BATCH_BYTES` and the memory budget, and whose timing takes
+    :data:`LARGE_BATCH_S` at most at ``best``'s rate; None if none does."""
     workers, small = best.num_workers, plan.loader_batch_size
     # Each worker and the main process hold a batch or two of the larger size.
     in_flight = 2 * (workers + 1) * sample_bytes
     larger = [b for b in plan.batch_sizes
               if 2 * small <= b <= LARGE_BATCH_FACTOR * small
               and (length is None or (2 * workers + 3) * b <= length)
-              and in_flight * b <= LARGE_BATCH_BYTES]
+              and in_flight * b <= LARGE_BATCH_BYTES
+              and _loader_seconds(best, b) <= LARGE_BATCH_S]
     if not larger:
         return None
     batch = max(larger)
@@ -560,6 +605,14 @@ def large_batch_size(plan: ProfilePlan, best: LoaderPoint, length: int | None,
             and best.memory_bytes + in_flight * (batch - small) > MEMORY_MARGIN * budget:
         return None
     return batch
+
+
+def _loader_seconds(point: LoaderPoint, batch: int) -> float:
+    """Seconds :func:`_measure_loader` takes with ``point``'s workers at ``batch`` if they
+    read at ``point``'s rate: the warm-up's round, then a window of a round and two batches
+    (at least :data:`LOADER_WINDOW_S`)."""
+    workers, rate = point.num_workers, point.samples_per_s
+    return (workers + 1) * batch / rate + max(LOADER_WINDOW_S, (workers + 2) * batch / rate)
 
 
 def _scaled_in_proportion(points: Sequence[LoaderPoint]) -> bool:
@@ -645,6 +698,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
     fewest = (large if large and counts and large[1].num_workers == min(counts)
               else profile_large_batch(workload, dataset, plan, loader, sample_bytes,
                                        fewest=True))
+    ahead = profile_prefetch(workload, dataset, plan, loader, sample_bytes)
     grid_max = max(plan.worker_counts)
     return Profile(
         device_type=device.type,
@@ -659,6 +713,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         loader_large_batch=large[1] if large else None,
         loader_fewest_workers_batch_size=fewest[0] if fewest else None,
         loader_fewest_workers=fewest[1] if fewest else None,
+        loader_prefetch=ahead,
         dataset_length=_epoch_length(dataset),
         collate_s_per_batch=collate,
         sample_bytes=sample_bytes,

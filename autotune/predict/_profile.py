@@ -52,6 +52,8 @@ class LoaderPoint(BaseModel):
 
     num_workers: int
     samples_per_s: float
+    #: Batches each worker held ahead (None without workers). The sweep holds one.
+    prefetch_factor: int | None = 1
     #: CPU seconds per sample of the loading process and its workers together.
     cpu_s_per_sample: float
     #: CPU seconds the main process spends per batch receiving it from the workers (taking it
@@ -131,6 +133,11 @@ class Profile(BaseModel):
     #: per sample. None where no larger batch fitted, and in older profiles.
     loader_fewest_workers_batch_size: int | None = None
     loader_fewest_workers: LoaderPoint | None = None
+    #: The fastest worker count whose epoch holds enough batches, timed again at the sweep's
+    #: batch with two batches ahead per worker (PyTorch's default) instead of one: how long a
+    #: worker with one ahead waits for the main process to take its batch. None where no
+    #: count fitted, and in older profiles.
+    loader_prefetch: LoaderPoint | None = None
     #: Samples in one epoch of the dataset; None for a dataset without a length (then epochs
     #: are not modelled: no epoch start, no last round of the workers).
     dataset_length: int | None = None
@@ -197,6 +204,10 @@ class Profile(BaseModel):
                 "batch_size": self.loader_fewest_workers_batch_size,
                 "num_workers": self.loader_fewest_workers.num_workers,
                 "samples_per_s": self.loader_fewest_workers.samples_per_s},
+            "loader_prefetch": None if self.loader_prefetch is None else {
+                "prefetch_factor": self.loader_prefetch.prefetch_factor,
+                "num_workers": self.loader_prefetch.num_workers,
+                "samples_per_s": self.loader_prefetch.samples_per_s},
             "dataset_length": self.dataset_length,
             "memory": [{"amp": m.amp, "channels_last": m.channels_last,
                         "fixed_bytes": int(m.fixed_bytes),

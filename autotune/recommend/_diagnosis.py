@@ -193,15 +193,22 @@ def _precision(amp: str) -> str:
 def ceiling_numbers(profile: Profile) -> str | None:
     """The two bounds in numbers: "the step alone reaches X samples/s at batch B in bf16; the
     loader at best Y samples/s with N workers at batch b" (the batch the loader was timed at,
-    and its rate at the larger batch it was timed at too); None when the profile measured
-    neither."""
+    and its rates at the larger batch and with more batches ahead it was timed at too); None
+    when the profile measured neither."""
     step, loader = profile.best_step(), profile.best_loader()
     if step is None or loader is None:
         return None
     layout = ", channels_last" if step.channels_last else ""
     large = profile.loader_large_batch
-    again = (f" ({large.samples_per_s:,.0f} at batch {profile.loader_large_batch_size} with "
-             f"{_workers(large.num_workers)})" if large is not None else "")
+    timed_again = []
+    if large is not None:
+        timed_again.append(f"{large.samples_per_s:,.0f} at batch "
+                           f"{profile.loader_large_batch_size} with {_workers(large.num_workers)}")
+    ahead = profile.loader_prefetch
+    if ahead is not None:
+        timed_again.append(f"{ahead.samples_per_s:,.0f} with {_workers(ahead.num_workers)} "
+                           f"{ahead.prefetch_factor} batches ahead each")
+    again = f" ({'; '.join(timed_again)})" if timed_again else ""
     return (f"the step alone reaches {step.samples_per_s:,.0f} samples/s at batch "
             f"{step.batch_size} in {_precision(step.amp)}{layout}; the loader at best "
             f"{loader.samples_per_s:,.0f} samples/s with {_workers(loader.num_workers)} at "
