@@ -17,6 +17,7 @@ from autotune.measure._profile import (
     _loader_saturated,
     _measure_loader,
     large_batch_size,
+    profile_loader,
     profile_step,
     profile_step_threads,
 )
@@ -242,6 +243,35 @@ def test_batches_ahead_are_timed_where_uneven_reads_make_workers_wait(workload_f
     assert profile.public_dict()["loader_prefetch"] == {
         "prefetch_factor": 2, "num_workers": ahead.num_workers,
         "samples_per_s": ahead.samples_per_s}
+
+
+#: slow-storage's loader at batch 32 on a 2-core AMD EPYC (2026-11-27): 0-24 workers as a
+#: profile timed them (24 read below 16), 32 and 48 the medians of three timings alone.
+EPYC_SLOW_STORAGE = {0: 202.0, 1: 204.0, 2: 432.0, 4: 869.0, 8: 1717.0, 16: 3640.0,
+                     24: 3547.0, 32: 6553.0, 48: 7895.0}
+
+
+def _recorded_sweep(monkeypatch: pytest.MonkeyPatch, rates: dict[int, float]) -> list[int]:
+    """The worker counts the loader sweep times when each reads as recorded in ``rates``."""
+    def recorded(workload: object, dataset: object, batch_size: int,
+                 workers: int) -> LoaderPoint:
+        return LoaderPoint(num_workers=workers, samples_per_s=rates[workers],
+                           cpu_s_per_sample=2e-4)
+
+    monkeypatch.setattr("autotune.measure._profile._measure_loader", recorded)
+    plan = ProfilePlan(batch_sizes=[32], amp_modes=["off"], channels_last=[False],
+                       worker_counts=[0, 1, 2, 4, 8, 16], loader_batch_size=32)
+    return [p.num_workers for p in profile_loader(None, list(range(4096)), plan, 2)]
+
+
+def test_one_count_that_reads_low_does_not_end_the_sweep_beyond_the_grid(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ended at 24 workers, the profile of a default slow-storage job capped the search at 16
+    (3,382 samples/s recommended, where 48 workers reach 5,700-8,000); two counts in a row
+    without a gain end it."""
+    assert _recorded_sweep(monkeypatch, EPYC_SLOW_STORAGE) == [0, 1, 2, 4, 8, 16, 24, 32, 48]
+    plateau = {**EPYC_SLOW_STORAGE, 32: 3700.0}
+    assert _recorded_sweep(monkeypatch, plateau) == [0, 1, 2, 4, 8, 16, 24, 32]
 
 
 def test_an_epoch_too_short_for_the_loaders_warm_up_is_a_clear_error(workload_file) -> None:
