@@ -410,6 +410,12 @@ def test_the_wait_that_one_batch_ahead_costs_grows_with_the_workers_ahead_in_the
     assert 1.0 < one_ahead / one < 1.01
     assert count_48_ahead / count_48 == pytest.approx(1.2)
     assert 1.0 < count_12_ahead / count_12 < 1.2
+    # Against the same count timed with one ahead right before it where the profile has that
+    # (the sweep's point can read low): the pair's wait, 1.1x at the pair's own rate, not 1.2x.
+    paired = profile.model_copy(update={"loader_one_ahead": LoaderPoint(
+        num_workers=24, samples_per_s=1.2 * swept / 1.1, cpu_s_per_sample=1e-4)})
+    at_paired = predict_configs(paired, configs).loader_samples_per_s
+    assert at_paired[5] / at_paired[4] == pytest.approx(1.09, abs=0.005)
     # A second batch ahead that was no faster predicts no gain (never a loss).
     slower = profile.model_copy(update={"loader_prefetch": ahead.model_copy(
         update={"samples_per_s": 0.9 * swept})})

@@ -223,8 +223,9 @@ def test_batches_ahead_are_timed_where_uneven_reads_make_workers_wait(workload_f
                           fixed={"amp": "off", "num_workers": 8}, ranges={"batch_size": "8,16"})
     ahead = profile.loader_prefetch
     assert ahead is not None and ahead.prefetch_factor == 2
-    swept = next(p for p in profile.loader if p.num_workers == ahead.num_workers)
-    assert swept.prefetch_factor == 1
+    swept = profile.loader_one_ahead  # the same count with one ahead, timed right before
+    assert swept is not None and swept.prefetch_factor == 1
+    assert swept.num_workers == ahead.num_workers
     assert ahead.num_workers == 8
     assert ahead.samples_per_s > 1.15 * swept.samples_per_s, (ahead, swept)
     configs = [Config(batch_size=profile.loader_batch_size, num_workers=ahead.num_workers,
@@ -238,11 +239,12 @@ def test_batches_ahead_are_timed_where_uneven_reads_make_workers_wait(workload_f
     assert at.uncovered_knobs(1) == frozenset()
     assert at.uncovered_knobs(2) == {"prefetch_factor"}
     numbers = ceiling_numbers(profile)
-    assert numbers is not None and (f"{ahead.samples_per_s:,.0f} with {ahead.num_workers} "
-                                    "workers 2 batches ahead each") in numbers
+    assert numbers is not None and (
+        f"{ahead.samples_per_s:,.0f} with {ahead.num_workers} workers 2 batches ahead each, "
+        f"{swept.samples_per_s:,.0f} with one") in numbers
     assert profile.public_dict()["loader_prefetch"] == {
         "prefetch_factor": 2, "num_workers": ahead.num_workers,
-        "samples_per_s": ahead.samples_per_s}
+        "samples_per_s": ahead.samples_per_s, "one_ahead_samples_per_s": swept.samples_per_s}
 
 
 #: slow-storage's loader at batch 32 on a 2-core AMD EPYC (2026-11-27): 0-24 workers as a

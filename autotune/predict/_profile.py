@@ -134,9 +134,10 @@ class Profile(BaseModel):
     loader_fewest_workers_batch_size: int | None = None
     loader_fewest_workers: LoaderPoint | None = None
     #: The fastest worker count whose epoch holds enough batches, timed again at the sweep's
-    #: batch with two batches ahead per worker (PyTorch's default) instead of one: how long a
-    #: worker with one ahead waits for the main process to take its batch. None where no
-    #: count fitted, and in older profiles.
+    #: batch with one batch ahead per worker (as the sweep) and right after with two
+    #: (PyTorch's default): how long a worker with one ahead waits for the main process to
+    #: take its batch. None where no count fitted, and in older profiles.
+    loader_one_ahead: LoaderPoint | None = None
     loader_prefetch: LoaderPoint | None = None
     #: Samples in one epoch of the dataset; None for a dataset without a length (then epochs
     #: are not modelled: no epoch start, no last round of the workers).
@@ -207,7 +208,9 @@ class Profile(BaseModel):
             "loader_prefetch": None if self.loader_prefetch is None else {
                 "prefetch_factor": self.loader_prefetch.prefetch_factor,
                 "num_workers": self.loader_prefetch.num_workers,
-                "samples_per_s": self.loader_prefetch.samples_per_s},
+                "samples_per_s": self.loader_prefetch.samples_per_s,
+                "one_ahead_samples_per_s": None if self.loader_one_ahead is None
+                else self.loader_one_ahead.samples_per_s},
             "dataset_length": self.dataset_length,
             "memory": [{"amp": m.amp, "channels_last": m.channels_last,
                         "fixed_bytes": int(m.fixed_bytes),

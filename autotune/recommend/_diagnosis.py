@@ -206,8 +206,10 @@ def ceiling_numbers(profile: Profile) -> str | None:
                            f"{profile.loader_large_batch_size} with {_workers(large.num_workers)}")
     ahead = profile.loader_prefetch
     if ahead is not None:
+        one = profile.loader_one_ahead
         timed_again.append(f"{ahead.samples_per_s:,.0f} with {_workers(ahead.num_workers)} "
-                           f"{ahead.prefetch_factor} batches ahead each")
+                           f"{ahead.prefetch_factor} batches ahead each"
+                           + (f", {one.samples_per_s:,.0f} with one" if one is not None else ""))
     again = f" ({'; '.join(timed_again)})" if timed_again else ""
     return (f"the step alone reaches {step.samples_per_s:,.0f} samples/s at batch "
             f"{step.batch_size} in {_precision(step.amp)}{layout}; the loader at best "
