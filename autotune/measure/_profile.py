@@ -16,8 +16,9 @@ never copied or used, for a rising number of workers. The sweep goes beyond the 
 while the loader keeps scaling and the CPU and memory allow. Its fastest worker count and its
 fewest workers are then timed again at a larger batch, which tells the cost of a batch apart
 from that of its samples: in the main process (the loader's ceiling) and in a worker. The
-sweep holds one batch ahead per worker; the fastest count is timed once more with PyTorch's
-default of two, whose gain tells how long a worker waits for its batch to be taken.
+sweep holds one batch ahead per worker; its fastest count that fits the epoch is timed again
+with one and right after with PyTorch's default of two, whose gain tells how long a worker
+waits for its batch to be taken.
 
 Each part has its own time budget (see :data:`STEP_BUDGET_S`, :data:`LOADER_BUDGET_S`); a point
 the budget leaves out is predicted from its neighbours, with more uncertainty.

@@ -590,7 +590,8 @@ class _AheadTiming:
     #: worker before it in the round, for the main process to take their batches, in order,
     #: before it is given its next.
     wait_s: float
-    #: The worker count timed with more ahead, and its samples/s ratio to its sweep point.
+    #: The worker count timed with more ahead, and its samples/s ratio to the same count with
+    #: one ahead.
     workers: int
     gain: float
 
