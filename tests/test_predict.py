@@ -388,7 +388,7 @@ def test_a_measured_workers_split_outweighs_a_noisy_ceiling_pair() -> None:
 
 def test_the_wait_that_one_batch_ahead_costs_grows_with_the_workers_ahead_in_the_round(
         ) -> None:
-    """24 workers timed with two batches ahead read 1.2x their sweep point (one ahead): a
+    """24 workers timed with two batches ahead read 1.2x the same count with one ahead: a
     worker waits for the main process to take the batches before its own, so the wait grows
     with the count: one worker barely gains from a second batch ahead, 48 as much as 24.
     Configurations with one ahead keep the sweep's figures; without the timing (older
@@ -397,7 +397,9 @@ def test_the_wait_that_one_batch_ahead_costs_grows_with_the_workers_ahead_in_the
     swept = XEON_SLOW_STORAGE[24]
     ahead = LoaderPoint(num_workers=24, samples_per_s=1.2 * swept, cpu_s_per_sample=1e-4,
                         prefetch_factor=2)
-    profile = older.model_copy(update={"loader_prefetch": ahead})
+    paired_one = LoaderPoint(num_workers=24, samples_per_s=swept, cpu_s_per_sample=1e-4)
+    profile = older.model_copy(update={"loader_prefetch": ahead,
+                                       "loader_one_ahead": paired_one})
     configs = [Config(batch_size=32, num_workers=w, prefetch_factor=f)
                for w in (1, 12, 24, 48) for f in (1, 2)]
     at = predict_configs(profile, configs).loader_samples_per_s
@@ -410,8 +412,8 @@ def test_the_wait_that_one_batch_ahead_costs_grows_with_the_workers_ahead_in_the
     assert 1.0 < one_ahead / one < 1.01
     assert count_48_ahead / count_48 == pytest.approx(1.2)
     assert 1.0 < count_12_ahead / count_12 < 1.2
-    # Against the same count timed with one ahead right before it where the profile has that
-    # (the sweep's point can read low): the pair's wait, 1.1x at the pair's own rate, not 1.2x.
+    # The wait comes from the pair, not from the sweep's point (which can read low): a pair
+    # 1.1x apart gives 1.1x at the pair's own rate, here 1.09x at the sweep's.
     paired = profile.model_copy(update={"loader_one_ahead": LoaderPoint(
         num_workers=24, samples_per_s=1.2 * swept / 1.1, cpu_s_per_sample=1e-4)})
     at_paired = predict_configs(paired, configs).loader_samples_per_s

@@ -597,15 +597,11 @@ class _AheadTiming:
 
 
 def _ahead_timing(profile: Profile) -> _AheadTiming | None:
-    """The profile's timing with more batches ahead against the same count with one ahead
-    (timed right before it; in profiles without that, the sweep's point); None where it has
-    none, or more ahead was no faster."""
-    ahead = profile.loader_prefetch
-    if ahead is None or not ahead.num_workers:
-        return None
-    swept = profile.loader_one_ahead if profile.loader_one_ahead is not None else next(
-        (p for p in profile.loader if p.num_workers == ahead.num_workers), None)
-    if swept is None or ahead.samples_per_s <= swept.samples_per_s:
+    """The profile's timing with more batches ahead against the same count with one ahead,
+    timed right before it; None where it has none, or more ahead was no faster."""
+    ahead, swept = profile.loader_prefetch, profile.loader_one_ahead
+    if ahead is None or swept is None or not ahead.num_workers \
+            or ahead.samples_per_s <= swept.samples_per_s:
         return None
     per_worker_batch = ahead.num_workers * float(profile.loader_batch_size)
     waited = per_worker_batch / swept.samples_per_s - per_worker_batch / ahead.samples_per_s
