@@ -165,9 +165,12 @@ class SearchSpace:
         parsed_ranges = {name: _parse_range(name, v) for name, v in (ranges or {}).items()}
         # Worker counts a profile found worth trying beyond the grid; a user's own range or
         # fixed value of num_workers wins over them.
-        self.extra_workers: tuple[int, ...] = () if (
+        self.takes_extra_workers = not (
             "num_workers" in parsed_ranges or "num_workers" in fixed_values
-        ) else tuple(sorted({w for w in extra_workers if 0 < w <= MAX_WORKERS}))
+        )
+        self.extra_workers: tuple[int, ...] = tuple(sorted(
+            {w for w in extra_workers if 0 < w <= MAX_WORKERS}
+        )) if self.takes_extra_workers else ()
         for name, knob in KNOBS.items():
             reason = knob.reason_not_applicable(device, workload)
             if reason is not None:

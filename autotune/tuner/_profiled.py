@@ -41,7 +41,8 @@ def profile_plan(space: SearchSpace, memory_budget_bytes: int | None, host_budge
         worker_counts=list(choices["num_workers"]),
         loader_batch_size=loader_batch,
         memory_budget_bytes=memory_budget_bytes if host_budget else None,
-        extend_workers="num_workers" not in space.fixed and len(choices["num_workers"]) > 1,
+        # A count beyond the grid could never be tried where the user ranged num_workers.
+        extend_workers=space.takes_extra_workers and len(choices["num_workers"]) > 1,
         step_budget_s=seconds / 2,
         loader_budget_s=seconds / 2,
         retain_freed_memory=True in choices["retain_freed_memory"],
