@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,6 +33,8 @@ GPU = DeviceInfo(type="cuda", name="test gpu", memory_bytes=80 * 2**30, index=0,
 IMAGES = WorkloadInfo(name="images", dataset_length=1_000_000, input_batch_ndim=4,
                       batch_size=32)
 TOKENS = WorkloadInfo(name="tokens", dataset_length=100_000, input_batch_ndim=2, batch_size=32)
+#: Profiles and trial measurements of real jobs, kept to replay the predictor over.
+RECORDED = Path(__file__).resolve().parent / "recorded"
 
 
 def make_profile(step_rates: dict[int, float], loader_rates: dict[int, float],
@@ -119,6 +123,8 @@ def test_a_faster_loader_never_lowers_a_prediction(loader: dict[int, float],
 #: the workers, and one worker takes 15 ms per sample whatever the others do.
 READ_S = 0.015
 WAITING_READS = {w: max(1, w) / READ_S for w in (0, 1, 2, 4, 8, 16, 32, 64, 128)}
+#: CPU seconds such a read costs: next to none, so the cores' share never comes near.
+WAITING_CPU = 1e-7
 
 
 def _predicted(profile: Profile, batch_size: int, num_workers: int,
@@ -130,7 +136,8 @@ def _predicted(profile: Profile, batch_size: int, num_workers: int,
 
 def test_workers_beyond_an_epochs_batches_have_nothing_to_do() -> None:
     # 4,096 samples: batch 256 makes 16 batches, so 64 workers keep only 16 busy.
-    profile = make_profile({32: 1e6, 256: 1e6}, WAITING_READS, dataset_length=4096)
+    profile = make_profile({32: 1e6, 256: 1e6}, WAITING_READS, dataset_length=4096,
+                           loader_cpu=WAITING_CPU)
     big = _predicted(profile, batch_size=256, num_workers=64, persistent_workers=True)
     assert big == pytest.approx(4096 / (256 * READ_S), rel=0.05)
     assert big == pytest.approx(
@@ -139,14 +146,15 @@ def test_workers_beyond_an_epochs_batches_have_nothing_to_do() -> None:
     small = _predicted(profile, batch_size=32, num_workers=64, persistent_workers=True)
     assert small == pytest.approx(4096 / (2 * 32 * READ_S), rel=0.05)
     # Without epochs (a dataset of unknown length) the two look alike.
-    endless = make_profile({32: 1e6, 256: 1e6}, WAITING_READS)
+    endless = make_profile({32: 1e6, 256: 1e6}, WAITING_READS, loader_cpu=WAITING_CPU)
     assert _predicted(endless, batch_size=256, num_workers=64) == pytest.approx(
         _predicted(endless, batch_size=32, num_workers=64), rel=0.01)
 
 
 def test_an_epochs_last_round_takes_as_long_as_a_full_one() -> None:
     # 128 batches of 32: 128 workers deliver them in one round, 127 need a second for the last.
-    profile = make_profile({32: 1e6}, WAITING_READS, dataset_length=4096)
+    profile = make_profile({32: 1e6}, WAITING_READS, dataset_length=4096,
+                           loader_cpu=WAITING_CPU)
     one_round = _predicted(profile, batch_size=32, num_workers=128, persistent_workers=True)
     two_rounds = _predicted(profile, batch_size=32, num_workers=127, persistent_workers=True)
     assert two_rounds == pytest.approx(one_round / 2, rel=0.05)
@@ -155,12 +163,13 @@ def test_an_epochs_last_round_takes_as_long_as_a_full_one() -> None:
 def test_without_persistent_workers_each_epoch_starts_them_again() -> None:
     restart = 0.02  # seconds to start one worker
     profile = make_profile({32: 1e6}, WAITING_READS, dataset_length=4096,
-                           restart_s_per_worker=restart)
+                           restart_s_per_worker=restart, loader_cpu=WAITING_CPU)
     kept = _predicted(profile, batch_size=32, num_workers=64, persistent_workers=True)
     restarted = _predicted(profile, batch_size=32, num_workers=64, persistent_workers=False)
     assert restarted == pytest.approx(4096 / (4096 / kept + 64 * restart), rel=1e-6)
     # A loader sweep that did not time restarts predicts none.
-    untimed = make_profile({32: 1e6}, WAITING_READS, dataset_length=4096)
+    untimed = make_profile({32: 1e6}, WAITING_READS, dataset_length=4096,
+                           loader_cpu=WAITING_CPU)
     assert _predicted(untimed, batch_size=32, num_workers=64) == pytest.approx(kept)
 
 
@@ -201,6 +210,36 @@ def test_on_a_cpu_the_step_and_the_loader_share_the_cores() -> None:
     cores_bound = 2 / (2.0 / 10_000 + 4e-4)
     assert predicted.samples_per_s[0] <= cores_bound * (1 + 1e-9)
     assert predicted.bound_name(0) == "cpu"
+
+
+def test_a_loader_near_the_cores_share_slows_before_the_share_binds() -> None:
+    """The workers were timed with the cores to themselves: beside a step they wait for busy
+    cores. A loader at the share itself is predicted at 71% of it; one far below the share,
+    or on CUDA (no share), at its own rate."""
+    loader_cpu = 2e-4  # the share: 2 cores / 2e-4 CPU-s a sample (a step that costs nothing)
+    at_share = make_profile({32: 1e9}, {0: 1e4, 8: 1e4}, step_cores=0.0, loader_cpu=loader_cpu)
+    predicted = predict_configs(at_share, [Config(batch_size=32, num_workers=8)])
+    assert predicted.samples_per_s[0] == pytest.approx(1e4 / 2**0.5, rel=0.02)
+    far_below = make_profile({32: 1e9}, {0: 1e3, 8: 1e3}, step_cores=0.0, loader_cpu=loader_cpu)
+    predicted = predict_configs(far_below, [Config(batch_size=32, num_workers=8)])
+    assert predicted.samples_per_s[0] == pytest.approx(1e3, rel=0.02)
+    on_cuda = make_profile({32: 1e9}, {0: 1e4, 8: 1e4}, device_type="cuda",
+                           loader_cpu=loader_cpu)
+    predicted = predict_configs(on_cuda, [Config(batch_size=32, num_workers=8)])
+    assert predicted.samples_per_s[0] == pytest.approx(1e4, rel=0.02)
+
+
+def test_a_recorded_slow_storage_jobs_finalists_are_predicted_within_the_band() -> None:
+    """A default slow-storage job on a 2-core EPYC (tests/recorded/): its finalists train with
+    48 workers on 2 cores, the loader at 0.8 of the cores' share. With a hard minimum of the
+    two their 15 confirmation runs read 0.66-0.96 of their predictions (7 within 0.85-1.15)."""
+    recorded = json.loads((RECORDED / "slow_storage_default_job.json").read_text())
+    profile = Profile.model_validate(recorded["profile"])
+    runs = recorded["confirmation_runs"]
+    predicted = predict_configs(profile, [Config.model_validate(r["config"]) for r in runs])
+    ratios = np.array([r["samples_per_s"] for r in runs]) / predicted.samples_per_s
+    assert 0.9 <= float(np.median(ratios)) <= 1.1, ratios
+    assert np.sum((ratios >= 0.85) & (ratios <= 1.15)) >= 12, ratios
 
 
 def test_configurations_over_the_memory_budget_are_marked_and_never_ranked() -> None:
