@@ -466,8 +466,9 @@ SOFT_MIN_POWER = 8.0
 #: workers on 2 cores) 62% of the share. Replayed over a default slow-storage job on a 2-core
 #: EPYC (31 trials, 2026-11-27), its 15 confirmation runs read 0.66-0.96 of their predictions
 #: with SOFT_MIN_POWER here (7 within 0.85-1.15) and 0.83-1.12 with this (14; the job is in
-#: tests/recorded/). Its image-cnn and text-transformer jobs, bound by the step and the cores,
-#: replayed within 0.01 of before (median of each job's runs).
+#: tests/recorded/). The next slow-storage job, not fitted on: 0.54-0.94 (median 0.66) and
+#: 0.67-0.95 (0.84). Image-cnn and text-transformer jobs on that machine, bound by the step
+#: and the cores, replayed within 0.01 of before (median of each job's runs).
 SHARED_CORES_POWER = 2.0
 
 
