@@ -508,7 +508,7 @@ def profile_loader(workload: Workload, dataset: Any, plan: ProfilePlan,
     the grid it also ends once the workers keep the CPU busy, the next count's memory would
     not fit the budget, or time is up.
     """
-    length = len(dataset) if hasattr(dataset, "__len__") else None
+    length = _length(dataset)
     started = time.perf_counter()
     points: list[LoaderPoint] = []
     flat = 0
@@ -543,7 +543,7 @@ def profile_large_batch(workload: Workload, dataset: Any, plan: ProfilePlan,
     with_workers = [p for p in points if p.num_workers]
     if fewest:
         with_workers = sorted(with_workers, key=lambda p: p.num_workers)[:1]
-    length = len(dataset) if hasattr(dataset, "__len__") else None
+    length = _length(dataset)
     for point in sorted(with_workers, key=lambda p: p.samples_per_s, reverse=True):
         batch = large_batch_size(plan, point, length, sample_bytes)
         if batch is None:
@@ -565,7 +565,7 @@ def profile_prefetch(workload: Workload, dataset: Any, plan: ProfilePlan,
     back to back, not against the sweep's point: slow-storage's 24 workers read 3,547 and
     3,961 samples/s in two profiles' sweeps and 4,735-4,787 alone. None when no count fits
     the epoch or the memory budget."""
-    length = len(dataset) if hasattr(dataset, "__len__") else None
+    length = _length(dataset)
     batch = plan.loader_batch_size
     budget = plan.memory_budget_bytes
     for point in sorted((p for p in points if p.num_workers), key=lambda p: p.samples_per_s,
@@ -674,12 +674,15 @@ def extended_workers(points: Sequence[LoaderPoint], grid_max: int) -> list[int]:
     return [p.num_workers for p in points if grid_max < p.num_workers <= best.num_workers]
 
 
+def _length(dataset: Any) -> int | None:
+    """``len(dataset)`` where it has one: what bounds the batches a loader timing can pull."""
+    return len(dataset) if hasattr(dataset, "__len__") else None
+
+
 def _epoch_length(dataset: Any) -> int | None:
     """Samples per epoch of a map-style dataset; None for an iterable one (its workers each
     read what the dataset gives them: its epoch is not a count of batches shared out)."""
-    if isinstance(dataset, IterableDataset) or not hasattr(dataset, "__len__"):
-        return None
-    return len(dataset)
+    return None if isinstance(dataset, IterableDataset) else _length(dataset)
 
 
 def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Profile:
