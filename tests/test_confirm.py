@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from autotune.recommend import confirm
 from autotune.recommend._batch import same_effective_batch_entry
 from autotune.recommend._confirm import MIN_ROUNDS_TO_LEAVE, RACE_MARGIN, CandidateRuns
-from autotune.recommend._document import speedup_sentence
+from autotune.recommend._document import speedup_sentence, steadiness_sentence
 from autotune.space import Config
 from autotune.store import TrialRecord
 
@@ -164,6 +164,21 @@ def test_a_winner_that_lost_a_round_and_wins_most_of_the_tie_break_stays_flagged
     assert result.winner.config == close and result.within_noise
     assert len(result.paired_ratios) == 6
     assert "not reliably faster" in speedup_sentence(result)
+
+
+def test_runs_of_one_configuration_far_apart_say_the_machine_s_speed_moved() -> None:
+    # The winner beats the baseline in every paired round, but its own runs span 1.49x (a
+    # machine whose speed moved between rounds): the verdict says so with the figures; runs
+    # within 1.25x of each other say nothing.
+    fast = Config(batch_size=64)
+    measure, _ = measured({BASELINE: [1583, 1086, 1195], fast: [3864, 2600, 2601]})
+    result = confirm(BASELINE, [fast], 3, measure)
+    assert result is not None and result.winner.config == fast
+    sentence = steadiness_sentence(result)
+    assert "up to 1.49x apart (the recommendation: 2,600 to 3,864 samples/s)" in sentence
+    measure, _ = measured({BASELINE: [100, 110, 105], fast: [200, 240, 210]})
+    result = confirm(BASELINE, [fast], 3, measure)
+    assert result is not None and steadiness_sentence(result) == ""
 
 
 def test_a_winner_ahead_in_every_round_needs_no_tie_break_and_none_can_be_asked() -> None:

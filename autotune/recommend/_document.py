@@ -67,6 +67,41 @@ def speedup_sentence(confirmation: Confirmation) -> str:
     return f"The recommendation is {speedup:.2f}x faster than the baseline{spread}."
 
 
+#: A configuration whose confirmation runs measured this far apart (its fastest over its
+#: slowest) says the machine's own speed moved while the job ran. On a quiet machine a run's
+#: spread is a CV of about 5% (benchmarks/RESULTS.md section 3): three runs rarely span more
+#: than 1.15x. On a 2-core Xeon VM whose second core slowed by a third for minutes at a time
+#: (2026-11-27), one image-cnn job's baseline ran at 1,086-1,583 samples/s and its pick at
+#: 2,600-3,864, and the profile's step at batch 128 read 2,713-4,925 in five jobs.
+UNSTEADY_SPREAD = 1.25
+
+
+def steadiness_sentence(confirmation: Confirmation) -> str:
+    """A sentence when the machine's speed moved during the confirmation (the widest spread
+    of one configuration's runs reached :data:`UNSTEADY_SPREAD`); empty otherwise."""
+    widest: tuple[float, CandidateRuns, float, float] | None = None
+    entries = [confirmation.baseline, *(c for c in confirmation.candidates
+                                        if c is not confirmation.baseline)]
+    for entry in entries:
+        rates = [run.samples_per_s for run in entry.runs
+                 if run.usable and run.samples_per_s]
+        if len(rates) < 2:
+            continue
+        low, high = min(rates), max(rates)
+        if widest is None or high / low > widest[0]:
+            widest = (high / low, entry, low, high)
+    if widest is None or widest[0] < UNSTEADY_SPREAD:
+        return ""
+    spread, entry, low, high = widest
+    which = ("the baseline" if entry is confirmation.baseline
+             else "the recommendation" if entry is confirmation.winner else "a candidate")
+    return (f" This machine's speed moved while the job ran: one configuration's runs "
+            f"measured up to {spread:.2f}x apart ({which}: {low:,.0f} to {high:,.0f} "
+            "samples/s), so any single figure here carries that spread, the profile's "
+            "predictions (timed in its first seconds) included; the speedup compares runs "
+            "made side by side, round by round.")
+
+
 def compile_sentence(confirmation: Confirmation) -> str:
     """What torch.compile costs the recommendation, stated apart; empty when it does not
     compile."""
@@ -130,7 +165,8 @@ def build_document(
         "within_noise": confirmation.within_noise,
         # The extra paired rounds of a winner that did not beat the baseline every round.
         "tie_break": _tie_break_entry(confirmation),
-        "verdict": speedup_sentence(confirmation) + compile_sentence(confirmation),
+        "verdict": (speedup_sentence(confirmation) + compile_sentence(confirmation)
+                    + steadiness_sentence(confirmation)),
         "trials": trial_counts,
         "diagnosis": diagnosis,
         "exports": exports(winner.config, device),
