@@ -72,7 +72,7 @@ def speedup_sentence(confirmation: Confirmation) -> str:
 #: spread is a CV of about 5% (benchmarks/RESULTS.md section 3): three runs rarely span more
 #: than 1.15x. On a 2-core Xeon VM whose second core slowed by a third for minutes at a time
 #: (2026-11-27), one image-cnn job's baseline ran at 1,086-1,583 samples/s and its pick at
-#: 2,600-3,864, and the profile's step at batch 128 read 2,713-4,925 in five jobs.
+#: 2,600-3,864, and six profiles' step at batch 128 read 2,713-4,925 within an hour.
 UNSTEADY_SPREAD = 1.25
 
 
@@ -98,8 +98,8 @@ def steadiness_sentence(confirmation: Confirmation) -> str:
     return (f" This machine's speed moved while the job ran: one configuration's runs "
             f"measured up to {spread:.2f}x apart ({which}: {low:,.0f} to {high:,.0f} "
             "samples/s), so any single figure here carries that spread, the profile's "
-            "predictions (timed in its first seconds) included; the speedup compares runs "
-            "made side by side, round by round.")
+            "predictions (timed in its first seconds) included; the per-round ratios "
+            "compare runs made side by side.")
 
 
 def compile_sentence(confirmation: Confirmation) -> str:
