@@ -221,7 +221,11 @@ def test_a_loader_whose_cost_is_per_batch_is_predicted_at_a_batch_it_did_not_tim
     assert profile.loader_fewest_workers is not None
     assert profile.loader_fewest_workers.num_workers == 1
     workload = load_workload(path)
-    for workers, band in ((1, 1.25), (2, 1.25)):
+    # Scaled per sample from batch 8, the loader would be predicted 3-4x too slow at batch 32
+    # (10 ms a batch of 8 or of 32). The band leaves room for a shared machine's drift between
+    # the profile and this timing: 1.27x on a 2-core Xeon VM whose speed moved by a third for
+    # minutes at a time (benchmarks/RESULTS.md 1b, 2026-11-27), where 1.25 was the band.
+    for workers, band in ((1, 1.5), (2, 1.5)):
         measured = _measure_loader(workload, workload.dataset(), 32, workers).samples_per_s
         at = predict_configs(profile, [Config(batch_size=32, num_workers=workers)])
         predicted = float(at.loader_samples_per_s[0])
