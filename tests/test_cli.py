@@ -110,8 +110,10 @@ def test_debug_shows_the_traceback(db_path: str, workload_file) -> None:
 
 def test_run_end_to_end_writes_a_valid_recommendation(tmp_path: Path, workload_file) -> None:
     db, out = str(tmp_path / "a.db"), tmp_path / "best.json"
+    flags = list(FAST_FLAGS)
+    flags[flags.index("--confirm-rounds") + 1] = "2"  # two runs each: their spread is given
     result = autotune("run", workload_file("tiny"), "--trials", "4", "--db", db,
-                      "--out", str(out), "--device", "cpu", *FAST_FLAGS)
+                      "--out", str(out), "--device", "cpu", *flags)
     assert result.returncode == 0, result.stderr
     document = json.loads(out.read_text())
     validate_recommendation(document)
@@ -119,6 +121,11 @@ def test_run_end_to_end_writes_a_valid_recommendation(tmp_path: Path, workload_f
     assert document["device"]["type"] == "cpu"
     assert document["baseline"]["config"]["num_workers"] == 0
     assert document["trials"]["total"] == len(rows(db, "select id from autotune_trials"))
+    # The widest spread of one configuration's confirmation runs is given, and the verdict
+    # speaks of it exactly when it is unsteady.
+    spread = document["run_spread"]
+    assert spread["min"] <= spread["max"] and spread["ratio"] == spread["max"] / spread["min"]
+    assert spread["unsteady"] == ("speed moved" in document["verdict"])
     # Progress rows and the summary are shown.
     assert "#1" in result.stdout and "baseline" in result.stdout and "recommended" in result.stdout
     # The Optuna study lives in the same database (optuna-dashboard can open it).

@@ -19,7 +19,11 @@ from hypothesis import strategies as st
 from autotune.recommend import confirm
 from autotune.recommend._batch import same_effective_batch_entry
 from autotune.recommend._confirm import MIN_ROUNDS_TO_LEAVE, RACE_MARGIN, CandidateRuns
-from autotune.recommend._document import speedup_sentence, steadiness_sentence
+from autotune.recommend._document import (
+    speedup_sentence,
+    steadiness_sentence,
+    widest_run_spread,
+)
 from autotune.space import Config
 from autotune.store import TrialRecord
 
@@ -176,9 +180,14 @@ def test_runs_of_one_configuration_far_apart_say_the_machine_s_speed_moved() -> 
     assert result is not None and result.winner.config == fast
     sentence = steadiness_sentence(result)
     assert "up to 1.49x apart (the recommendation: 2,600 to 3,864 samples/s)" in sentence
+    spread = widest_run_spread(result)
+    assert spread is not None and spread.entry is result.winner and spread.unsteady
+    assert (spread.low, spread.high) == (2600, 3864)
     measure, _ = measured({BASELINE: [100, 110, 105], fast: [200, 240, 210]})
     result = confirm(BASELINE, [fast], 3, measure)
     assert result is not None and steadiness_sentence(result) == ""
+    spread = widest_run_spread(result)
+    assert spread is not None and not spread.unsteady and spread.ratio == pytest.approx(1.2)
 
 
 def test_a_winner_ahead_in_every_round_needs_no_tie_break_and_none_can_be_asked() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -76,10 +77,27 @@ def speedup_sentence(confirmation: Confirmation) -> str:
 UNSTEADY_SPREAD = 1.25
 
 
-def steadiness_sentence(confirmation: Confirmation) -> str:
-    """A sentence when the machine's speed moved during the confirmation (the widest spread
-    of one configuration's runs reached :data:`UNSTEADY_SPREAD`); empty otherwise."""
-    widest: tuple[float, CandidateRuns, float, float] | None = None
+@dataclass(frozen=True)
+class RunSpread:
+    """The widest spread of one configuration's confirmation runs."""
+
+    entry: CandidateRuns
+    low: float
+    high: float
+
+    @property
+    def ratio(self) -> float:
+        return self.high / self.low
+
+    @property
+    def unsteady(self) -> bool:
+        return self.ratio >= UNSTEADY_SPREAD
+
+
+def widest_run_spread(confirmation: Confirmation) -> RunSpread | None:
+    """Among the baseline and the candidates with two usable runs or more, the one whose runs
+    lie furthest apart; None when none has two."""
+    widest: RunSpread | None = None
     entries = [confirmation.baseline, *(c for c in confirmation.candidates
                                         if c is not confirmation.baseline)]
     for entry in entries:
@@ -87,19 +105,34 @@ def steadiness_sentence(confirmation: Confirmation) -> str:
                  if run.usable and run.samples_per_s]
         if len(rates) < 2:
             continue
-        low, high = min(rates), max(rates)
-        if widest is None or high / low > widest[0]:
-            widest = (high / low, entry, low, high)
-    if widest is None or widest[0] < UNSTEADY_SPREAD:
+        spread = RunSpread(entry, min(rates), max(rates))
+        if widest is None or spread.ratio > widest.ratio:
+            widest = spread
+    return widest
+
+
+def _run_spread_entry(confirmation: Confirmation) -> dict[str, Any] | None:
+    spread = widest_run_spread(confirmation)
+    if spread is None:
+        return None
+    return {"config": spread.entry.config.public_dict(), "min": spread.low, "max": spread.high,
+            "ratio": spread.ratio, "unsteady": spread.unsteady}
+
+
+def steadiness_sentence(confirmation: Confirmation) -> str:
+    """A sentence when the machine's speed moved during the confirmation (the widest spread
+    of one configuration's runs reached :data:`UNSTEADY_SPREAD`); empty otherwise."""
+    spread = widest_run_spread(confirmation)
+    if spread is None or not spread.unsteady:
         return ""
-    spread, entry, low, high = widest
-    which = ("the baseline" if entry is confirmation.baseline
-             else "the recommendation" if entry is confirmation.winner else "a candidate")
+    which = ("the baseline" if spread.entry is confirmation.baseline
+             else "the recommendation" if spread.entry is confirmation.winner
+             else "a candidate")
     return (f" This machine's speed moved while the job ran: one configuration's runs "
-            f"measured up to {spread:.2f}x apart ({which}: {low:,.0f} to {high:,.0f} "
-            "samples/s), so any single figure here carries that spread, the profile's "
-            "predictions (timed in its first seconds) included; the per-round ratios "
-            "compare runs made side by side.")
+            f"measured up to {spread.ratio:.2f}x apart ({which}: {spread.low:,.0f} to "
+            f"{spread.high:,.0f} samples/s), so any single figure here carries that spread, "
+            "the profile's predictions (timed in its first seconds) included; the per-round "
+            "ratios compare runs made side by side.")
 
 
 def compile_sentence(confirmation: Confirmation) -> str:
@@ -162,6 +195,9 @@ def build_document(
         "same_effective_batch": same_batch,
         "batch_change": batch_change,
         "speedup_spread": {"min": min(ratios), "max": max(ratios)} if ratios else None,
+        # The configuration whose confirmation runs lie furthest apart: ``unsteady`` when the
+        # machine's own speed moved while the job ran (null with fewer than two runs each).
+        "run_spread": _run_spread_entry(confirmation),
         "within_noise": confirmation.within_noise,
         # The extra paired rounds of a winner that did not beat the baseline every round.
         "tie_break": _tie_break_entry(confirmation),
