@@ -98,9 +98,7 @@ def widest_run_spread(confirmation: Confirmation) -> RunSpread | None:
     """Among the baseline and the candidates with two usable runs or more, the one whose runs
     lie furthest apart; None when none has two."""
     widest: RunSpread | None = None
-    entries = [confirmation.baseline, *(c for c in confirmation.candidates
-                                        if c is not confirmation.baseline)]
-    for entry in entries:
+    for entry in (confirmation.baseline, *confirmation.candidates):
         rates = [run.samples_per_s for run in entry.runs
                  if run.usable and run.samples_per_s]
         if len(rates) < 2:
