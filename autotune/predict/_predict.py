@@ -6,8 +6,9 @@ sweep's one, without the wait the profile timed that costs); without workers the
 after the other.
 Between its steps the training thread also receives each batch from the workers and copies it to
 the device: host time added to the step's. On a CPU device both share the cores, so the rate is
-also at most ``cores / (step CPU-s per sample + loader CPU-s per sample)``, and a loader near
-that share slows before it (see :data:`SHARED_CORES_POWER`). Over a dataset of
+also at most ``cores / (step CPU-s per sample + loader CPU-s per sample)`` (of the step's CPU,
+what the workers cannot use: :func:`_kept_from_workers`), and a loader near that share slows
+before it (see :data:`SHARED_CORES_POWER`). Over a dataset of
 known length the loader is timed over whole epochs: its workers share an epoch's batches out in
 rounds (the last round part-empty, workers beyond the batch count idle), each epoch fills and
 drains the pipeline, and without persistent workers restarts them. Memory comes from the
