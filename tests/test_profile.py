@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -20,8 +21,9 @@ from autotune.measure._profile import (
     profile_loader,
     profile_step,
     profile_step_threads,
+    short_of_cores,
 )
-from autotune.predict import LoaderPoint, Profile, predict_configs, predict_space
+from autotune.predict import LoaderPoint, Profile, StepPoint, predict_configs, predict_space
 from autotune.recommend import ceiling_numbers
 from autotune.runner import probe_workload, profile_workload
 from autotune.space import Config, SearchSpace
@@ -391,3 +393,37 @@ def test_a_stall_during_the_first_sweep_does_not_reach_the_step_points(workload_
         unstalled = point.batch_size / STEP_S
         assert point.samples_per_s is not None
         assert 0.75 * unstalled < point.samples_per_s <= 1.05 * unstalled, point
+
+
+def test_a_precision_that_kept_fewer_cores_busy_than_another_is_named() -> None:
+    """The profile of a default image-cnn job on a 2-core EPYC (2026-11-27): fp32 read
+    160-420 samples/s on 1.0 core at batches 8-24, bf16 2,828-4,077 on 2.0."""
+    def points(amp: str, rates: dict[int, tuple[float, float]]) -> list[StepPoint]:
+        return [StepPoint(batch_size=b, amp=amp, samples_per_s=r, cpu_cores=c)
+                for b, (r, c) in rates.items()]
+    fp32 = points("off", {8: (420.0, 1.01), 16: (160.0, 1.05), 24: (197.0, 1.04)})
+    bf16 = points("bf16", {32: (2828.0, 1.95), 64: (3232.0, 2.0), 256: (4077.0, 1.98)})
+    assert short_of_cores([*fp32, *bf16]) == [("off", False)]
+    assert short_of_cores(bf16) == []  # one combination: nothing to compare with
+    one_thread = points("off", {8: (420.0, 1.0)}) + points("bf16", {8: (500.0, 0.9)})
+    assert short_of_cores(one_thread) == []  # no step kept more than a core busy
+
+
+def test_a_precision_timed_while_a_core_was_taken_is_timed_again(workload_file) -> None:
+    """A neighbour holds the step back for the profile's first seconds, through the whole first
+    layout's share of the budget: that layout keeps a fraction of the cores busy, is timed
+    again after the second, and reads as fast as the second."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two CPUs: a step on one keeps one core busy whatever happens")
+    workload = load_workload(workload_file("core_taken"))
+    plan = ProfilePlan(batch_sizes=[8, 16, 32], amp_modes=["off"], channels_last=[False, True],
+                       worker_counts=[0], loader_batch_size=8, step_budget_s=5)
+    points, _ = profile_step(workload, workload.dataset(), torch.device("cpu"), plan)
+    assert [(p.channels_last, p.batch_size) for p in points] == [
+        (False, 8), (False, 16), (False, 32), (True, 8), (True, 16), (True, 32)]
+    first, second = points[:3], points[3:]
+    assert all(p.samples_per_s and p.cpu_cores for p in points)
+    assert min(p.cpu_cores or 0.0 for p in second) > 1.2  # the step's own work: every core
+    for held, free in zip(first, second, strict=True):
+        assert (held.cpu_cores or 0.0) > 0.75 * (free.cpu_cores or 0.0), (held, free)
+        assert (held.samples_per_s or 0.0) > 0.6 * (free.samples_per_s or 0.0), (held, free)

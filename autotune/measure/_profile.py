@@ -7,7 +7,9 @@ trial times. Batch sizes are tried in ascending order per precision and layout, 
 first out-of-memory (on a CPU: the first batch whose predicted memory passes the budget). Each
 precision and layout is swept twice, and each batch keeps the faster of its two windows: on a
 shared machine a few seconds of interference only ever slow a step down, and the second sweep
-meets a given batch seconds after the first did (see :data:`STEP_PASSES`). Where the space
+meets a given batch seconds after the first did (see :data:`STEP_PASSES`). Interference that
+outlasts both sweeps of a precision and layout shows as fewer cores kept busy than another
+kept: that one is timed once more after the others (:func:`short_of_cores`). Where the space
 searches the step's intra-op threads (a CPU), the step is then timed on the other thread
 counts too, at its smaller batches, within a share of the step budget.
 
@@ -104,6 +106,11 @@ EXTENDED_WORKERS = (24, 32, 48, 64, 96, 128, 192, 256)
 THREADS_SHARE = 0.2
 #: Share of the memory budget a step point may be predicted to need before the sweep stops.
 MEMORY_MARGIN = 0.9
+#: A precision/layout whose step kept fewer than this share of the cores another kept busy is
+#: timed again (see :func:`short_of_cores`); only where that other kept more than
+#: ``MULTI_CORE`` cores busy.
+SHORT_OF_CORES = 0.75
+MULTI_CORE = 1.5
 
 
 @dataclass(frozen=True)
@@ -373,7 +380,55 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
             swept = [_faster(p, again.get(p.batch_size)) for p in swept]
         points.extend(swept)
         bench = None
+    for combo in short_of_cores(points):
+        # Timed again once, over every batch size (its sweeps may have stopped early), in its
+        # place among the combinations.
+        bench = _StepBench(workload, device, *combo)
+        retimed = _sweep(bench, source, batch_sizes,
+                         time.perf_counter() + budget_s / len(combos), plan.memory_budget_bytes)
+        bench = None
+        first = next(i for i, p in enumerate(points) if (p.amp, p.channels_last) == combo)
+        others = [p for p in points if (p.amp, p.channels_last) != combo]
+        points = [*others[:first],
+                  *_merged([p for p in points if (p.amp, p.channels_last) == combo], retimed),
+                  *others[first:]]
     return points, source
+
+
+def short_of_cores(points: Sequence[StepPoint]) -> list[tuple[AmpMode, bool]]:
+    """The precision/layout combinations whose step kept well under the cores another kept busy
+    (the median of their points' :attr:`StepPoint.cpu_cores`, below :data:`SHORT_OF_CORES` of
+    the busiest combination's), on a CPU where a step keeps more than one core busy. On a
+    2-core EPYC one profile's fp32 read 160-420 samples/s on 1.0 core at batches 8-24 where
+    every other profile read 1,814-2,495 on 2.0 (something took a core for those seconds);
+    the job then predicted its baseline at 194 samples/s and measured 1,391-1,784. A
+    combination that keeps fewer cores busy by its nature is timed again for nothing: one more
+    share of the step budget.
+    """
+    cores: dict[tuple[AmpMode, bool], list[float]] = {}
+    for point in points:
+        if point.cpu_cores is not None and point.samples_per_s:
+            cores.setdefault((point.amp, point.channels_last), []).append(point.cpu_cores)
+    medians = {combo: statistics.median(values) for combo, values in cores.items()}
+    most = max(medians.values(), default=0.0)
+    if len(medians) < 2 or most < MULTI_CORE:
+        return []
+    return [combo for combo, median in medians.items() if median < SHORT_OF_CORES * most]
+
+
+def _merged(first: Sequence[StepPoint], again: Sequence[StepPoint]) -> list[StepPoint]:
+    """One combination's points from two sweeps, by batch size: the faster window where both
+    timed a batch, else the one that did (a batch one sweep found out of memory stays so)."""
+    by_batch = {p.batch_size: p for p in first}
+    for point in again:
+        known = by_batch.get(point.batch_size)
+        if known is None:
+            by_batch[point.batch_size] = point
+        elif known.out_of_memory or point.out_of_memory:
+            by_batch[point.batch_size] = known if known.out_of_memory else point
+        else:
+            by_batch[point.batch_size] = _faster(known, point)
+    return [by_batch[b] for b in sorted(by_batch)]
 
 
 def _thread_counts(plan: ProfilePlan, device: torch.device) -> list[int]:
