@@ -420,15 +420,15 @@ def predict_columns(profile: Profile, columns: Columns,
         # device, one after the other with its step. A copy from pinned memory on CUDA does
         # not wait (the loader's pinning thread copies beside it).
         copy = np.where(columns.pin_memory & (profile.device_type == "cuda"), 0.0, copy)
-        step_cpu = _kept_from_workers(profile, columns, step_cpu, step_work, loader_cpu)
-        step_cores = step_cpu * step_rate
+        kept = _kept_from_workers(profile, columns, step_cpu, step_work, loader_cpu)
+        step_cores = kept * step_rate
         step_rate = batch / (batch / step_rate + receive + copy)
         epoch_start_s = np.zeros(n)
         if profile.dataset_length:
             loader_rate, epoch_start_s = _over_epochs(profile, columns, step_rate, loader_rate,
                                                       stages)
         serial = 1.0 / (1.0 / step_rate + 1.0 / loader_rate)
-        cpu_bound = (float(profile.cpu_count) / (step_cpu + loader_cpu)
+        cpu_bound = (float(profile.cpu_count) / (kept + loader_cpu)
                      if profile.device_type == "cpu" else np.full(n, np.inf))
         cpu_bound = np.minimum(cpu_bound, _beside_workers(profile, columns, step_rate,
                                                           step_cores, loader_cpu))
