@@ -538,6 +538,12 @@ def test_a_configuration_is_too_slow_only_under_a_third_of_the_best_measured() -
     assert predicted_too_slow(predictor, config, 2.9 * predicted) is None
     reason = predicted_too_slow(predictor, config, 3.1 * predicted)
     assert reason is not None and f"{predicted:,.1f}" in reason
+    # Where the best measured ran far above its own prediction, the bar is that prediction:
+    # batch 64 predicted at 2,000 (under three times batch 32's) though measured at 3.1x 32's.
+    best_config = Config(batch_size=64)
+    assert predicted_too_slow(predictor, config, 3.1 * predicted, best_config=best_config) is None
+    assert predicted_too_slow(predictor, Config(batch_size=8), 3.1 * predicted,
+                              best_config=best_config) is not None
 
 
 def test_a_compiled_configuration_is_charged_the_shortest_compile_measured() -> None:

@@ -220,8 +220,9 @@ def test_a_proposal_predicted_far_slower_than_the_best_is_skipped_unmeasured() -
     measure = FakeMeasure()
     judged: list[float] = []
 
-    def without_workers_too_slow(config: Config, best: float) -> str | None:
+    def without_workers_too_slow(config: Config, best_config: Config, best: float) -> str | None:
         judged.append(best)
+        assert throughput(best_config) == best
         return "predicted too slow" if config.num_workers == 0 else None
 
     run_search(study, space, state, measure, 8, predicted_slow=without_workers_too_slow)
@@ -238,6 +239,29 @@ def test_a_proposal_predicted_far_slower_than_the_best_is_skipped_unmeasured() -
     assert not set(keys) & set(measure.keys)
     # Judged against the best complete measurement at the time, never before there is one.
     assert judged and all(0 < best <= state.best for best in judged)
+
+
+def test_a_judge_that_rules_out_every_proposal_still_leaves_the_budget_measured() -> None:
+    """A profile that read a tiny workload three times too slow predicted every configuration
+    under a third of the best measured: each configuration queued for the stuck sampler was
+    judged and skipped in turn, and the job asked Optuna 16,740 times in 10 minutes. The
+    configuration queued for the sampler is measured whatever the judge says."""
+    space = SearchSpace(CPU, TOKENS, fixed={"amp": "off", "prefetch_factor": 2,
+                                            "persistent_workers": False,
+                                            "intra_op_threads": None},
+                        ranges={"batch_size": "32,64,128", "num_workers": "0,2,4"})
+    study = new_study(space, 6)  # TPE: the space holds more than the budget
+    enqueue_first_trials(study, space)
+    state = SearchState(InfeasibleSet())
+    measure = FakeMeasure()
+    run_search(study, space, state, measure, 6,
+               predicted_slow=lambda config, best_config, best: "predicted too slow")
+    assert state.measured == 6 and not state.exhausted
+    nudged = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("nudged")]
+    measured_keys = set(measure.keys)
+    assert nudged and all(config_from_params(space, t.params).key() in measured_keys
+                          for t in nudged)
+    assert len(study.get_trials(deepcopy=False)) < 6 * 25
 
 
 def test_a_space_just_larger_than_the_budget_gets_the_whole_budget() -> None:

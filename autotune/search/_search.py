@@ -34,8 +34,9 @@ class Observation:
 #: Measures one configuration for an Optuna trial in the given phase.
 MeasureFn = Callable[[Config, str, optuna.Trial], Observation]
 SkipFn = Callable[[Config, str], None]
-#: Why a proposal is not worth measuring given the best measured so far, or None.
-JudgeFn = Callable[[Config, float], str | None]
+#: Why a proposal is not worth measuring beside the best configuration measured so far and its
+#: value, or None.
+JudgeFn = Callable[[Config, Config, float], str | None]
 
 
 @dataclass
@@ -164,13 +165,12 @@ def _queued(study: optuna.Study) -> bool:
 
 
 def _untried_feasible(space: SearchSpace, state: SearchState, seed: int) -> Config | None:
-    """An untried configuration not known to be infeasible, picked at random (seeded)."""
-    configs = [
-        c for c in space.all_configs()
-        if c.key() not in state.values and c.key() not in state.skipped_keys
-        and state.infeasible.reason(c) is None
-    ]
-    return random.Random(seed + state.measured).choice(configs) if configs else None
+    """An unmeasured configuration not known to be infeasible, picked at random (seeded): one
+    never skipped where there is one, else one the judge ruled out."""
+    configs = [c for c in space.all_configs()
+               if c.key() not in state.values and state.infeasible.reason(c) is None]
+    fresh = [c for c in configs if c.key() not in state.skipped_keys]
+    return random.Random(seed + state.measured).choice(fresh or configs) if configs else None
 
 
 def _queue_adjacent(study: optuna.Study, space: SearchSpace, state: SearchState) -> bool:
@@ -217,8 +217,10 @@ def run_search(
     skipped unmeasured and told as pruned (a poor result, for TPE) the first time only; so is
     a proposal of the sampler that ``predicted_slow`` judges not worth measuring against the
     best measured so far (queued configurations are always measured).
-    When the sampler keeps proposing known configurations, an untried one is queued for it; the
-    search ends early only when the space holds no untried feasible configuration.
+    When the sampler keeps proposing known or skipped configurations, an untried one is queued
+    for it and measured whatever the judge would say (where the judge rules out every proposal,
+    judging the queued one too would skip the space one configuration at a time); the search
+    ends early only when the space holds no untried feasible configuration.
     """
     fruitless = 0
     ordinal = ordinal_params(study, space)
@@ -238,21 +240,24 @@ def run_search(
             if untried is None:
                 state.exhausted = True
                 break
-            study.enqueue_trial(params_of(space, untried, ordinal), user_attrs={"phase": "search"})
+            study.enqueue_trial(params_of(space, untried, ordinal),
+                                user_attrs={"phase": "search", "nudged": True})
             fruitless = 0
         trial = study.ask()
         config = suggest_config(space, trial, ordinal)
         phase = str(trial.user_attrs.get("phase", "search"))
+        nudged = bool(trial.user_attrs.get("nudged"))
         key = config.key()
-        if key in state.values or key in state.skipped_keys:
+        if key in state.values or (key in state.skipped_keys and not nudged):
             trial.set_user_attr("duplicate_of", key)
             study.tell(trial, state=TrialState.FAIL)
             fruitless += 1
             continue
         reason = state.infeasible.reason(config)
         slow = None
-        if reason is None and predicted_slow is not None and phase == "search" and state.best:
-            slow = reason = predicted_slow(config, state.best)
+        if (reason is None and predicted_slow is not None and phase == "search" and not nudged
+                and state.best_config is not None):
+            slow = reason = predicted_slow(config, state.best_config, state.best)
         if reason is not None:
             trial.set_user_attr("skipped", reason)
             study.tell(trial, state=TrialState.PRUNED)

@@ -346,13 +346,14 @@ class _JobRun:
         value = over_run or 0.0
         return Observation(value, pruned=record.pruned, out_of_memory=record.ran_out_of_memory)
 
-    def _predicted_slow(self, config: Config, best: float) -> str | None:
-        """Why the profile rules ``config`` out beside ``best``, charging a compiled one the
-        least compile time its mode can take, from the compiles measured so far in this job."""
+    def _predicted_slow(self, config: Config, best_config: Config, best: float) -> str | None:
+        """Why the profile rules ``config`` out beside ``best_config`` (measured at ``best``),
+        charging a compiled one the least compile time its mode can take, from the compiles
+        measured so far in this job."""
         assert self.predictor is not None
         return predicted_too_slow(self.predictor, config, best,
                                   compile_lower_bound(self.shortest_compile_s, config.compile),
-                                  self.run_samples)
+                                  self.run_samples, best_config)
 
     def _confirm_estimate_s(self, entries: int) -> float:
         """Seconds to confirm ``entries`` configurations (the baseline included)."""

@@ -205,21 +205,26 @@ SLOW_SHARE = 1 / 3
 
 
 def predicted_too_slow(predictor: Predictor, config: Config, best: float,
-                       compile_s: float | None = None,
-                       run_samples: int | None = None) -> str | None:
+                       compile_s: float | None = None, run_samples: int | None = None,
+                       best_config: Config | None = None) -> str | None:
     """Why ``config`` is not worth measuring beside the best measured so far (samples/s over
-    a run of ``run_samples``), or None.
+    a run of ``run_samples``, of ``best_config`` where given), or None.
 
     The profile does not predict compile time: a compiled configuration is charged
     ``compile_s`` (the shortest compile of its mode measured so far, a lower bound for this
     one), and without it the prediction is an upper bound of its throughput over the run.
+    Where the profile predicted the best configuration below what it measured, the bar is that
+    prediction: a profile that reads the whole workload slow (a tiny workload's step in a busy
+    second, say) must not rule out every configuration beside a measured best.
     """
     predicted = predictor.samples_per_s(config)
     if predicted is None:
         return None
     charged = compile_s if config.compile != "off" else None
     over_run = throughput_over_run(predicted, charged, run_samples)
-    if over_run >= SLOW_SHARE * best:
+    best_predicted = None if best_config is None else predictor.samples_per_s(best_config)
+    bar = min(best, best_predicted or best)
+    if over_run >= SLOW_SHARE * bar:
         return None
     compiling = (f" over the run, {charged:.1f} s of compiling included" if over_run < predicted
                  else "")
