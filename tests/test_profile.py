@@ -15,7 +15,6 @@ import torch
 from autotune.measure import glibc_malloc
 from autotune.measure._profile import (
     ProfilePlan,
-    _Batches,
     _loader_saturated,
     _measure_loader,
     large_batch_size,
@@ -105,8 +104,7 @@ def test_the_step_is_timed_again_on_the_spaces_other_thread_counts(workload_file
     threads = torch.get_num_threads()
     torch.set_num_threads(2)  # PyTorch's default on a 2-core machine, wherever this runs
     try:
-        source = _Batches(workload, workload.dataset(), max(plan.batch_sizes))
-        points = profile_step(workload, source, torch.device("cpu"), plan)
+        points, source = profile_step(workload, workload.dataset(), torch.device("cpu"), plan)
         again = profile_step_threads(workload, torch.device("cpu"), source, points, plan)
         assert torch.get_num_threads() == 2  # the profile's own threads are given back
     finally:
@@ -139,32 +137,6 @@ def test_the_memory_model_predicts_which_batches_break_the_budget(workload_file)
     assert seeds and all(config.batch_size not in over for config in seeds)
 
 
-def test_glibc_defaults_are_timed_before_the_profile_retains_freed_memory(workload_file) -> None:
-    """A step that fills a fresh 64 MiB buffer: with glibc's defaults each step maps it and
-    faults its pages in again; retaining freed memory, the profile's sweep reuses it. The
-    baseline's point, timed before the process retained anything, reads the faults."""
-    if not glibc_malloc():
-        pytest.skip("needs glibc's malloc, whose thresholds retain_freed_memory sets")
-    profile, space = profiled(workload_file("fresh_pages"), 6,
-                              fixed={"num_workers": 0, "amp": "off", "channels_last": False,
-                                     "intra_op_threads": None},
-                              ranges={"batch_size": "16,32"})
-    assert profile.retained_freed_memory
-    # The baseline and the checklist, here one point: batch 32 (the checklist's 64 is off the
-    # grid), fp32, without channels_last.
-    (trimmed,) = profile.step_trimmed
-    assert (trimmed.batch_size, trimmed.amp, trimmed.channels_last) == (32, "off", False)
-    (retained,) = [p for p in profile.step if p.batch_size == 32]
-    assert (trimmed.samples_per_s or 0.0) < 0.8 * (retained.samples_per_s or 0.0)
-    baseline = space.baseline()
-    assert not baseline.retain_freed_memory
-    kept, faulted = predict_configs(profile, [
-        baseline.model_copy(update={"retain_freed_memory": True}), baseline]).step_samples_per_s
-    assert faulted == pytest.approx(kept * (trimmed.samples_per_s or 0.0)
-                                    / (retained.samples_per_s or 1.0), rel=0.05)
-    assert "step_trimmed" in profile.public_dict()
-
-
 def autotune(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True,
                           text=True, timeout=600)
@@ -186,8 +158,6 @@ def test_a_profiled_job_stores_predicts_seeds_and_explains(tmp_path: Path, workl
     # On Linux the probe sees glibc, so the space holds retained memory and the profile ran
     # with it (the step sweep's heap is then the one such a trial has).
     assert profile.retained_freed_memory is glibc_malloc()
-    # ... after timing the baseline's point with glibc's defaults, which the baseline runs with.
-    assert bool(profile.step_trimmed) is glibc_malloc()
     phases = [phase for (phase,) in rows(db, "select phase from autotune_trials order by number")]
     assert "predicted" in phases
     predicted = rows(db, "select predicted_samples_per_s from autotune_trials")
@@ -415,8 +385,7 @@ def test_a_stall_during_the_first_sweep_does_not_reach_the_step_points(workload_
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        points = profile_step(workload, _Batches(workload, workload.dataset(), 64),
-                              torch.device("cpu"), plan)
+        points, _ = profile_step(workload, workload.dataset(), torch.device("cpu"), plan)
     finally:
         torch.set_num_threads(threads)
     assert [p.batch_size for p in points] == plan.batch_sizes
@@ -449,8 +418,7 @@ def test_a_precision_timed_while_a_core_was_taken_is_timed_again(workload_file) 
     workload = load_workload(workload_file("core_taken"))
     plan = ProfilePlan(batch_sizes=[8, 16, 32], amp_modes=["off"], channels_last=[False, True],
                        worker_counts=[0], loader_batch_size=8, step_budget_s=5)
-    points = profile_step(workload, _Batches(workload, workload.dataset(), 32),
-                          torch.device("cpu"), plan)
+    points, _ = profile_step(workload, workload.dataset(), torch.device("cpu"), plan)
     assert [(p.channels_last, p.batch_size) for p in points] == [
         (False, 8), (False, 16), (False, 32), (True, 8), (True, 16), (True, 32)]
     first, second = points[:3], points[3:]

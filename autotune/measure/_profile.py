@@ -11,11 +11,7 @@ meets a given batch seconds after the first did (see :data:`STEP_PASSES`). Inter
 outlasts both sweeps of a precision and layout shows as fewer cores kept busy than another
 kept: that one is timed once more after the others (:func:`short_of_cores`). Where the space
 searches the step's intra-op threads (a CPU), the step is then timed on the other thread
-counts too, at its smaller batches, within a share of the step budget. Where the space holds
-both settings of glibc's trimming (``retain_freed_memory``), the process retains freed memory
-for the sweep, as the trials that set it do; the configurations the job runs with glibc's
-defaults (its baseline, the checklist) are timed first, before it turns retention on, which a
-process cannot undo (:func:`profile_trimmed`).
+counts too, at its smaller batches, within a share of the step budget.
 
 **Loader alone**: the DataLoader is built as a trial builds it and its batches are only pulled,
 never copied or used, for a rising number of workers. The sweep goes beyond the searched grid
@@ -33,12 +29,11 @@ the budget leaves out is predicted from its neighbours, with more uncertainty.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -137,10 +132,6 @@ class ProfilePlan:
     retain_freed_memory: bool = False
     #: Intra-op thread counts the space searches besides PyTorch's default (CPU only).
     intra_op_threads: Sequence[int] = ()
-    #: ``(batch, precision, channels_last)`` of the configurations the job runs with glibc's
-    #: defaults, timed before the process retains freed memory (only with
-    #: ``retain_freed_memory``, on a CPU).
-    trimmed_points: Sequence[tuple[int, AmpMode, bool]] = ()
 
 
 def _cpu_seconds(process: psutil.Process, children: bool = False) -> float:
@@ -359,8 +350,8 @@ def _started_bench(workload: Workload, device: torch.device, source: _Batches, b
     return bench
 
 
-def profile_step(workload: Workload, source: _Batches, device: torch.device,
-                 plan: ProfilePlan) -> list[StepPoint]:
+def profile_step(workload: Workload, dataset: Any, device: torch.device,
+                 plan: ProfilePlan) -> tuple[list[StepPoint], _Batches]:
     """Step points per precision/layout by ascending batch, within the step budget.
 
     The first sweep finds the batches that fit; the later sweeps time those again, and each
@@ -368,6 +359,7 @@ def profile_step(workload: Workload, source: _Batches, device: torch.device,
     has).
     """
     batch_sizes = sorted(plan.batch_sizes)
+    source = _Batches(workload, dataset, batch_sizes[-1])
     combos = [(amp, cl) for amp in plan.amp_modes for cl in plan.channels_last]
     points: list[StepPoint] = []
     bench = _started_bench(workload, device, source, batch_sizes[0], combos[0])
@@ -400,39 +392,7 @@ def profile_step(workload: Workload, source: _Batches, device: torch.device,
         points = [*others[:first],
                   *_merged([p for p in points if (p.amp, p.channels_last) == combo], retimed),
                   *others[first:]]
-    return points
-
-
-def profile_trimmed(workload: Workload, source: _Batches, device: torch.device,
-                    plan: ProfilePlan) -> list[StepPoint]:
-    """The step with glibc's defaults at each of :attr:`ProfilePlan.trimmed_points`: the faster
-    of :data:`STEP_PASSES` windows (none where the batch does not fit).
-
-    Timed before the process retains freed memory: a process that has set malloc's thresholds
-    cannot return to glibc's adaptive ones. With its defaults glibc hands a step's large
-    buffers back to the kernel and faults them in again at every step; the sweep, retaining
-    them, measures none of that. On a 2-core EPYC image-cnn's baseline (batch 32, fp32) trained
-    at 0.58-0.84 of the sweep's figure (and text-transformer's at 0.51-0.60), where the
-    configurations that retain freed memory met theirs.
-    """
-    if device.type != "cpu" or not plan.retain_freed_memory:
-        return []
-    points: list[StepPoint] = []
-    # From the parent the points arrive as JSON lists; the baseline and the checklist may agree.
-    wanted = dict.fromkeys((int(b), a, bool(c)) for b, a, c in plan.trimmed_points)
-    for batch_size, amp, channels_last in wanted:
-        bench = _StepBench(workload, device, amp, channels_last)
-        try:
-            on_device, copy_s = _copied(bench, source.make(batch_size))
-            timed = [_time_step(bench, [on_device], batch_size, math.inf)
-                     for _ in range(STEP_PASSES)]
-        except Exception as exc:
-            if not _is_oom(exc):
-                raise
-            continue
-        fastest = max(timed, key=lambda p: p.samples_per_s or 0.0)
-        points.append(fastest.model_copy(update={"copy_s": copy_s}))
-    return points
+    return points, source
 
 
 def short_of_cores(points: Sequence[StepPoint]) -> list[tuple[AmpMode, bool]]:
@@ -783,20 +743,13 @@ def _epoch_length(dataset: Any) -> int | None:
 def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Profile:
     """Measure the step alone and the loader alone (see the module's description)."""
     started = time.perf_counter()
+    if plan.retain_freed_memory:
+        retain_freed_memory()
     torch.manual_seed(0)
     dataset = workload.dataset()
     cpu_count = os.cpu_count() or 1
-    source = _Batches(workload, dataset, max(plan.batch_sizes))
-    trimming_started = time.perf_counter()
-    trimmed = profile_trimmed(workload, source, device, plan)
-    if plan.retain_freed_memory:
-        retain_freed_memory()
-    # The trimmed points' seconds come out of the step's budget (half of it at most).
-    spent = time.perf_counter() - trimming_started
-    step_plan = replace(plan, step_budget_s=max(plan.step_budget_s / 2,
-                                                plan.step_budget_s - spent))
-    step = profile_step(workload, source, device, step_plan)
-    step_threads = profile_step_threads(workload, device, source, step, step_plan)
+    step, source = profile_step(workload, dataset, device, plan)
+    step_threads = profile_step_threads(workload, device, source, step, plan)
     collate = source.collate_seconds(plan.loader_batch_size)
     sample_bytes = source.sample_bytes()
     del source
@@ -814,7 +767,6 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         cpu_count=cpu_count,
         step=step,
         step_threads=step_threads,
-        step_trimmed=trimmed,
         default_threads=torch.get_num_threads() if device.type != "cuda" else None,
         loader=loader,
         memory=memory_models(step),

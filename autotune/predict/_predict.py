@@ -12,9 +12,7 @@ before it (see :data:`SHARED_CORES_POWER`). Over a dataset of
 known length the loader is timed over whole epochs: its workers share an epoch's batches out in
 rounds (the last round part-empty, workers beyond the batch count idle), each epoch fills and
 drains the pipeline, and without persistent workers restarts them. Memory comes from the
-profile's linear memory model. A configuration with glibc's defaults where the profile
-retained freed memory steps at the share of the speed the profile timed that way
-(:func:`_trimming_share`). The work is done on NumPy columns: the profile's tables are
+profile's linear memory model. The work is done on NumPy columns: the profile's tables are
 evaluated once per distinct batch/precision/layout and worker count, then gathered, so hundreds
 of thousands of configurations take well under a second.
 """
@@ -55,8 +53,7 @@ UNCOVERED_KNOB = {
     # The step sweep runs eagerly: a compiled step's speed (and its compile time) is unknown.
     "compile": 0.5,
     # The profile ran with or without glibc retaining freed memory; the other setting changes
-    # how many pages each step faults in afresh, by an amount only a trial shows, unless the
-    # profile timed it at that precision and layout (:attr:`Profile.step_trimmed`).
+    # how many pages each step faults in afresh, by an amount only a trial shows.
     "retain_freed_memory": 0.1,
 }
 #: The prefetch factor of the loader sweep (the profile times its fastest count again with
@@ -188,27 +185,6 @@ def _on_threads(profile: Profile, part: _Part, threads: int, amp: str, channels_
     rate = part.samples_per_s * ratio
     return replace(part, samples_per_s=rate, cpu_s_per_sample=cores / rate if rate else 0.0,
                    uncertainty=part.uncertainty + added)
-
-
-def _trimming_share(profile: Profile, amp: str, channels_last: bool, batch: int) -> float:
-    """The step's speed with glibc's defaults as a share of its speed in the sweep, which
-    retained freed memory: from the points the profile timed both ways at this precision and
-    layout (else at any), interpolated between their batches, the nearest beyond them; at
-    most 1 (the same work, and the faults on top). 1 where the profile timed none.
-    """
-    timed = profile.trimmed_points(amp, channels_last) or sorted(
-        (p for p in profile.step_trimmed if p.samples_per_s), key=lambda p: p.batch_size)
-    shares: dict[float, list[float]] = {}
-    for point in timed:
-        retained = _step_part(profile, point.amp, point.channels_last, point.batch_size)
-        if retained.samples_per_s and math.isfinite(retained.samples_per_s):
-            shares.setdefault(float(point.batch_size), []).append(
-                float(point.samples_per_s or 0.0) / retained.samples_per_s)
-    if not shares:
-        return 1.0
-    batches = sorted(shares)
-    share, _ = _interpolate(batches, [float(np.mean(shares[b])) for b in batches], float(batch))
-    return min(1.0, share)
 
 
 def _copy_at(points: Sequence[StepPoint], batch: int) -> float:
@@ -407,7 +383,6 @@ def predict_columns(profile: Profile, columns: Columns,
     step_rate, step_cpu, step_unc, copy = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     step_work = np.empty(n)
     step_oom = np.zeros(n, dtype=bool)
-    trimmed = np.ones(n)
     memory = np.full(n, np.nan)
     keys = columns.amp * 2 + columns.channels_last.astype(np.int64)
     for key in np.unique(keys):
@@ -417,7 +392,6 @@ def predict_columns(profile: Profile, columns: Columns,
         for batch in np.unique(columns.batch_size[in_combo]):
             at_batch = in_combo & (columns.batch_size == batch)
             part = _step_part(profile, amp, channels_last, int(batch))
-            trimmed[at_batch] = _trimming_share(profile, amp, channels_last, int(batch))
             for threads in np.unique(columns.intra_op_threads[at_batch]):
                 where = at_batch & (columns.intra_op_threads == threads)
                 on = _on_threads(profile, part, int(threads), amp, channels_last, int(batch))
@@ -428,9 +402,6 @@ def predict_columns(profile: Profile, columns: Columns,
                 copy[where] = on.copy_s
             if model is not None:
                 memory[at_batch] = model.predict(float(batch))
-    # The same work and the pages faulted in afresh: the same cores busy, for fewer samples.
-    trimmed = np.where(columns.retain_freed_memory != profile.retained_freed_memory, trimmed, 1.0)
-    step_rate, step_cpu, step_work = step_rate * trimmed, step_cpu / trimmed, step_work / trimmed
     loader_rate, loader_cpu, loader_unc, receive = _loader_columns(profile.loader,
                                                                    columns.num_workers)
 
@@ -822,18 +793,8 @@ def _uncovered_knobs(profile: Profile, columns: Columns) -> dict[str, BoolArray]
         "persistent_workers": columns.persistent_workers & has_workers,
         "prefetch_factor": has_workers & (columns.prefetch_factor != PROFILED_PREFETCH)
         & (columns.prefetch_factor != _timed_ahead(profile)),
-        "retain_freed_memory": (columns.retain_freed_memory != profile.retained_freed_memory)
-        & ~_trimming_timed(profile, columns),
+        "retain_freed_memory": columns.retain_freed_memory != profile.retained_freed_memory,
     }
-
-
-def _trimming_timed(profile: Profile, columns: Columns) -> BoolArray:
-    """The configurations whose precision and layout the profile timed with glibc's
-    defaults too."""
-    timed = np.zeros(len(columns), dtype=bool)
-    for combo in {(p.amp, p.channels_last) for p in profile.step_trimmed if p.samples_per_s}:
-        timed |= (columns.amp == _AMPS.index(combo[0])) & (columns.channels_last == combo[1])
-    return timed
 
 
 def _timed_ahead(profile: Profile) -> int:

@@ -116,10 +116,6 @@ class Profile(BaseModel):
     #: The step again on fewer intra-op threads (CPU only, the counts the space searches), at
     #: a few batches of each precision and layout: how much of its speed the other cores give.
     step_threads: list[StepPoint] = []
-    #: The step with glibc's defaults, timed before the process retained freed memory (CPU,
-    #: where :attr:`retained_freed_memory`), at the batches, precisions and layouts of the
-    #: configurations the job runs that way: its baseline and the checklist.
-    step_trimmed: list[StepPoint] = []
     #: The intra-op threads the step sweep ran on (PyTorch's default: a thread per physical
     #: core, fewer than :attr:`cpu_count` where cores run two threads); None in older profiles.
     default_threads: int | None = None
@@ -167,12 +163,6 @@ class Profile(BaseModel):
                        and p.channels_last == channels_last and p.samples_per_s),
                       key=lambda p: p.batch_size)
 
-    def trimmed_points(self, amp: str, channels_last: bool) -> list[StepPoint]:
-        """The step's points with glibc's defaults at one precision and layout, by batch."""
-        return sorted((p for p in self.step_trimmed if p.amp == amp
-                       and p.channels_last == channels_last and p.samples_per_s),
-                      key=lambda p: p.batch_size)
-
     def step_points(self, amp: str, channels_last: bool) -> list[StepPoint]:
         """The measured step points of one precision and layout, by ascending batch."""
         return sorted((p for p in self.step if p.amp == amp and p.channels_last == channels_last),
@@ -203,9 +193,6 @@ class Profile(BaseModel):
             "step_threads": [{"threads": p.threads, "batch_size": p.batch_size, "amp": p.amp,
                               "channels_last": p.channels_last,
                               "samples_per_s": p.samples_per_s} for p in self.step_threads],
-            "step_trimmed": [{"batch_size": p.batch_size, "amp": p.amp,
-                              "channels_last": p.channels_last,
-                              "samples_per_s": p.samples_per_s} for p in self.step_trimmed],
             "loader": [{"num_workers": p.num_workers, "samples_per_s": p.samples_per_s,
                         "cpu_s_per_sample": p.cpu_s_per_sample, "restart_s": p.restart_s}
                        for p in self.loader],

@@ -68,7 +68,6 @@ OPTIONAL: dict[str, str] = {
     "profile": _DICT_OR_NULL,
     "profile.step": _LIST,
     "profile.step_threads": _LIST,
-    "profile.step_trimmed": _LIST,
     "profile.loader": _LIST,
     "profile.memory": _LIST,
     "trials.search_budget": _INT,

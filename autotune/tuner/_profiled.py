@@ -47,10 +47,6 @@ def profile_plan(space: SearchSpace, memory_budget_bytes: int | None, host_budge
         loader_budget_s=seconds / 2,
         retain_freed_memory=True in choices["retain_freed_memory"],
         intra_op_threads=[t for t in choices["intra_op_threads"] if t is not None],
-        # Every job runs these two; with glibc's defaults they fault their buffers in afresh.
-        trimmed_points=[(c.batch_size, c.amp, c.channels_last)
-                        for c in (space.baseline(), space.checklist())
-                        if not c.retain_freed_memory],
     )
 
 
