@@ -11,6 +11,7 @@ from rich.table import Table
 from autotune.predict import Profile
 from autotune.recommend import ceiling_numbers
 from autotune.runner import ProbeResult
+from autotune.search import CEILING_SHARE, MIN_IMPROVEMENT
 from autotune.space import Config, SearchSpace
 from autotune.store import Job, Trial
 from autotune.tuner import Reporter
@@ -146,7 +147,11 @@ def search_ending(counts: dict[str, Any]) -> str:
     ended, budget = counts.get("search_ended"), counts.get("search_budget")
     if ended == "converged":
         return (f"; the search converged before its budget of {budget} (the last measurements "
-                "gained nothing above 2%; --patience 0 measures them all)")
+                f"gained nothing above {MIN_IMPROVEMENT:.0%}; --patience 0 measures them all)")
+    if ended == "ceiling":
+        return (f"; the search ended before its budget of {budget}: its best came within "
+                f"{1 - CEILING_SHARE:.0%} of the fastest the profile predicts and no neighbour "
+                "of it gained (--patience 0 measures them all)")
     if ended == "exhausted":
         return "; the search tried every configuration it could"
     if ended == "stopped":

@@ -4,6 +4,8 @@ from autotune.search._feasibility import InfeasibleSet, needs_at_least_as_much_m
 from autotune.search._params import config_from_params, params_of, suggest_config
 from autotune.search._pruner import clearly_slow, compile_allowance, completed_values
 from autotune.search._search import (
+    CEILING_SHARE,
+    MIN_IMPROVEMENT,
     MeasureFn,
     Observation,
     SearchState,
@@ -17,6 +19,8 @@ from autotune.search._study import make_sampler, open_study, ordinal_params, stu
 from autotune.search._warmup_pruner import hopeless_in_warmup
 
 __all__ = [
+    "CEILING_SHARE",
+    "MIN_IMPROVEMENT",
     "InfeasibleSet",
     "MeasureFn",
     "Observation",

@@ -19,6 +19,12 @@ FRUITLESS_ASKS_BEFORE_NUDGE = 20
 #: A measurement improves on the best only when it beats it by more than this share: smaller
 #: gains are within a trial's run-to-run spread, and would keep a converged search going.
 MIN_IMPROVEMENT = 0.02
+#: The best measured has reached the profile's ceiling (the fastest it predicts anywhere in the
+#: space) once it is within this share of it: a trial's run-to-run spread on a quiet machine
+#: (about 5%, benchmarks/RESULTS.md section 3). No configuration the profile foresees can then
+#: gain beyond the noise; only one it mispredicts can, and the best's neighbours are still
+#: measured for that before the search ends.
+CEILING_SHARE = 0.95
 
 
 @dataclass(frozen=True)
@@ -51,8 +57,10 @@ class SearchState:
     skipped_slow: int = 0
     exhausted: bool = False
     #: The search stopped before its budget: ``patience`` measurements in a row improved
-    #: nothing (see :func:`run_search`).
+    #: nothing, or the best reached the profile's ceiling (``at_ceiling``), and no neighbour
+    #: of the best improved on it (see :func:`run_search`).
     converged: bool = False
+    at_ceiling: bool = False
     #: Configurations skipped, as infeasible or predicted too slow (told to the study once,
     #: as pruned).
     skipped_keys: set[str] = field(default_factory=set)
@@ -78,10 +86,11 @@ class SearchState:
             self.best, self.best_config = observation.value, config
 
     def end_reason(self, budget: int) -> str:
-        """Why the search ended: ``budget``, ``converged``, ``exhausted`` (nothing left to
-        try) or ``stopped`` (a time budget or a cancel came first)."""
+        """Why the search ended: ``budget``, ``converged``, ``ceiling`` (converged with the best
+        at the profile's ceiling), ``exhausted`` (nothing left to try) or ``stopped`` (a time
+        budget or a cancel came first)."""
         if self.converged:
-            return "converged"
+            return "ceiling" if self.at_ceiling else "converged"
         if self.exhausted:
             return "exhausted"
         return "budget" if self.measured >= budget else "stopped"
@@ -200,6 +209,7 @@ def run_search(
     seed: int = 0,
     patience: int = 0,
     predicted_slow: JudgeFn | None = None,
+    ceiling: float | None = None,
 ) -> SearchState:
     """Measure configurations until ``n_trials`` have been measured (resumed ones included).
 
@@ -209,6 +219,10 @@ def run_search(
     the budget would mostly re-measure the noise around a settled best. Before it ends, the
     configurations adjacent to the best along the ordered knobs are queued (once per best);
     one of them that improves on it starts the count again. 0: the whole budget.
+    With ``patience`` and a ``ceiling`` (the fastest samples/s the profile predicts anywhere in
+    the space), the search also ends that way, without waiting out the count, once the best is
+    within :data:`CEILING_SHARE` of the ceiling (``state.at_ceiling``): from there it only
+    climbs along the best's neighbours while one gains.
 
     A configuration already measured is never measured again, and the study is told each
     measurement once: a repeated proposal is closed as failed (``duplicate_of`` names what it
@@ -230,9 +244,11 @@ def run_search(
         if getattr(study.sampler, "exhausted", False):
             state.exhausted = True
             break
-        if patience and state.since_improvement >= patience and not _queued(study):
+        at_ceiling = ceiling is not None and state.best >= CEILING_SHARE * ceiling
+        if patience and (state.since_improvement >= patience or at_ceiling) \
+                and not _queued(study):
             if not _queue_adjacent(study, space, state):
-                state.converged = True
+                state.converged, state.at_ceiling = True, at_ceiling
                 break
             continue
         if fruitless >= FRUITLESS_ASKS_BEFORE_NUDGE:

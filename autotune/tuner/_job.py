@@ -430,6 +430,7 @@ class _JobRun:
             on_skip=self.reporter.trial_skipped, should_stop=self._out_of_time,
             seed=self.options.seed, patience=self.options.patience,
             predicted_slow=None if self.predictor is None else self._predicted_slow,
+            ceiling=None if self.predictor is None else self.predictor.ceiling(),
         )
         if self.cancel.is_set():
             raise JobCancelled
