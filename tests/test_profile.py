@@ -17,6 +17,7 @@ from autotune.measure._profile import (
     ProfilePlan,
     _loader_saturated,
     _measure_loader,
+    extended_workers,
     large_batch_size,
     profile_loader,
     profile_step,
@@ -295,6 +296,60 @@ def test_one_count_that_reads_low_does_not_end_the_sweep_beyond_the_grid(
     assert _recorded_sweep(monkeypatch, EPYC_SLOW_STORAGE) == [0, 1, 2, 4, 8, 16, 24, 32, 48]
     plateau = {**EPYC_SLOW_STORAGE, 32: 3700.0}
     assert _recorded_sweep(monkeypatch, plateau) == [0, 1, 2, 4, 8, 16, 24, 32]
+
+
+#: slow-storage's loader at batch 32 on a 2-core Xeon (2026-11-27): the windows of a default
+#: job's profile in a slow spell of the machine (16 workers first, then 24 and 32 read lower),
+#: then each count as a profile timed it minutes later (two profiles, 20:52 and 21:25 UTC).
+XEON_SLOW_SPELL = {0: [230.0], 1: [231.0], 2: [464.0], 4: [928.0], 8: [1842.0],
+                   16: [3467.0, 2900.0, 3638.0], 24: [2870.0, 5163.0], 32: [3244.0, 6920.0],
+                   48: [7665.0]}
+
+
+def test_a_count_read_in_a_slow_spell_is_timed_again_beside_the_best(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ended at 32 workers by two counts read in a slow spell, a default slow-storage job's
+    profile capped its search at 16 workers, which trained at 0.53x of 48's rate. Timed again
+    right after the best count, each in the same spell, 24 workers gain on 16; each point keeps
+    its faster window."""
+    timed: list[int] = []
+
+    def recorded(workload: object, dataset: object, batch_size: int,
+                 workers: int) -> LoaderPoint:
+        rates = XEON_SLOW_SPELL[workers]
+        rate = rates[min(timed.count(workers), len(rates) - 1)]
+        timed.append(workers)
+        return LoaderPoint(num_workers=workers, samples_per_s=rate, cpu_s_per_sample=2e-4)
+
+    monkeypatch.setattr("autotune.measure._profile._measure_loader", recorded)
+    plan = ProfilePlan(batch_sizes=[32], amp_modes=["off"], channels_last=[False],
+                       worker_counts=[0, 1, 2, 4, 8, 16], loader_batch_size=32)
+    points = profile_loader(None, list(range(4096)), plan, 2)
+    assert [p.num_workers for p in points] == [0, 1, 2, 4, 8, 16, 24, 32, 48]
+    # 24 read no gain and was timed again after 16 (2,900 and 5,163: a gain in the pair).
+    assert timed[:9] == [0, 1, 2, 4, 8, 16, 24, 16, 24]
+    rates = {p.num_workers: p.samples_per_s for p in points}
+    assert rates[16] == 3467.0 and rates[24] == 5163.0
+    assert extended_workers(points, 16) == [24, 32, 48]
+
+
+def test_a_loader_that_keeps_the_cores_busy_is_not_timed_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A count that reads no gain with the cores busy is a plateau, not a slow spell."""
+    timed: list[int] = []
+
+    def busy(workload: object, dataset: object, batch_size: int, workers: int) -> LoaderPoint:
+        timed.append(workers)
+        rate = 1000.0 * min(workers, 2) or 900.0
+        return LoaderPoint(num_workers=workers, samples_per_s=rate, cpu_s_per_sample=9e-4)
+
+    monkeypatch.setattr("autotune.measure._profile._measure_loader", busy)
+    plan = ProfilePlan(batch_sizes=[32], amp_modes=["off"], channels_last=[False],
+                       worker_counts=[0, 1, 2, 4, 8, 16], loader_batch_size=32)
+    profile_loader(None, list(range(4096)), plan, 2)
+    # 4 workers gain nothing on 2 with the cores busy: no second window, and the busy CPU
+    # ends the sweep there.
+    assert timed == [0, 1, 2, 4]
 
 
 def test_an_epoch_too_short_for_the_loaders_warm_up_is_a_clear_error(workload_file) -> None:

@@ -380,6 +380,60 @@ def test_patience_ends_a_converged_search_after_the_queued_configurations() -> N
     assert state.measured == 12 and not state.converged and state.end_reason(12) == "budget"
 
 
+def _plateau_search(ceiling: float | None, peak: Config,
+                    measure: PlateauMeasure) -> tuple[SearchState, SearchSpace]:
+    """The patience test's search (baseline, checklist, two seeds with the peak last), with a
+    profile's ceiling."""
+    space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "32..128", "num_workers": "0,1,2,4"})
+    study = new_study(space, 30)
+    enqueue_first_trials(study, space)
+    state = SearchState(InfeasibleSet())
+    enqueue_candidates(study, space, [Config(batch_size=32, num_workers=1), peak], "predicted",
+                       state)
+    run_search(study, space, state, measure, 30, patience=5, ceiling=ceiling)
+    return state, space
+
+
+def test_a_best_at_the_profile_s_ceiling_ends_the_search_after_its_neighbours() -> None:
+    peak = Config(batch_size=64, num_workers=4, prefetch_factor=4)
+    # The peak measures 200 where the profile's fastest prediction is 205: within 5%.
+    measure = PlateauMeasure(peak=peak)
+    state, space = _plateau_search(205.0, peak, measure)
+    calls = [c for c, _, _ in measure.calls]
+    adjacent = {c.key() for c in space.adjacent(peak)} - {c.key() for c in calls[:4]}
+    # The four queued ones (the peak last), then only the peak's neighbours: the sampler gets
+    # no turn, where patience alone waits out five measurements first.
+    assert calls[3] == peak
+    assert {c.key() for c in calls[4:]} == adjacent
+    assert state.measured == 4 + len(adjacent)
+    assert state.converged and state.at_ceiling and state.end_reason(30) == "ceiling"
+
+    # Short of the ceiling (200 against a predicted 220), patience decides, as without one.
+    measure = PlateauMeasure(peak=peak)
+    state, _ = _plateau_search(220.0, peak, measure)
+    assert state.measured == 9 + len(adjacent - {c.key() for c, _, _ in measure.calls[:9]})
+    assert state.converged and not state.at_ceiling and state.end_reason(30) == "converged"
+
+
+def test_at_the_ceiling_a_neighbour_that_gains_keeps_the_search_climbing() -> None:
+    # The profile foresees 100 at most, and the seed reaches it; the landscape rises with the
+    # batch beyond what the profile foresaw: the climb follows it to the largest batch.
+    space = SearchSpace(CPU, IMAGES, fixed={"amp": "off", "num_workers": 0},
+                        ranges={"batch_size": "16..128"})
+
+    def rising(config: Config, phase: str, trial: optuna.Trial) -> Observation:
+        return Observation(100.0 * (config.batch_size / 16) ** 0.5)
+
+    study = new_study(space, 100, seed=3)
+    state = SearchState(InfeasibleSet())
+    enqueue_candidates(study, space, [Config(batch_size=16)], "predicted", state)
+    run_search(study, space, state, rising, 100, patience=6, ceiling=100.0)
+    assert state.best_config is not None and state.best_config.batch_size == 128
+    assert state.at_ceiling and state.end_reason(100) == "ceiling"
+    # Each step up measured the batch below it as well, nothing else.
+    assert state.measured == len(space.choices["batch_size"])
+
+
 def test_before_converging_the_search_climbs_along_the_best_s_adjacent_configurations() -> None:
     # Faster with every larger batch and every extra worker: where the sampler gives up after
     # one proposal that gains nothing, the best's neighbours keep climbing to the corner.
