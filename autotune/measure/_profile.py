@@ -726,8 +726,7 @@ def _loader_saturated(points: Sequence[LoaderPoint], cpu_count: int, next_worker
     last = points[-1]
     if last.num_workers == 0:
         return False
-    cores_busy = last.samples_per_s * last.cpu_s_per_sample
-    if next_workers > last.num_workers and cores_busy >= CPU_SATURATION * cpu_count \
+    if next_workers > last.num_workers and _cores_busy(last, cpu_count) \
             and next_workers > cpu_count and not _scaled_in_proportion(points):
         return True
     budget = plan.memory_budget_bytes

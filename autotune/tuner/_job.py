@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from autotune.errors import AutotuneError, ConfigError, NoFeasibleConfigError
 from autotune.measure import device_identity, fingerprint_differences
+from autotune.predict import ranking
 from autotune.recommend import (
     CandidateRuns,
     Confirmation,
@@ -414,10 +415,13 @@ class _JobRun:
         fresh = not study.get_trials(deepcopy=False)
         state, confirm_rows = self._resume_state(study, space)
         enqueue_first_trials(study, space)
-        if fresh and self.predictor is not None:
-            seeds = seed_configs(self.predictor.all(), space, self.options.n_trials,
+        predictions = None if self.predictor is None else self.predictor.all()
+        if fresh and predictions is not None:
+            seeds = seed_configs(predictions, space, self.options.n_trials,
                                  [space.baseline(), space.checklist()])
             enqueue_candidates(study, space, seeds, PREDICTED_PHASE, state)
+        # The profile's ceiling: the fastest it predicts for a configuration that fits.
+        fastest = [] if predictions is None else ranking(predictions, space, 1)
         self.reporter.phase_started("search", self.options.n_trials)
         baseline = off_grid_baseline(space, state)
         if baseline is not None:
@@ -430,7 +434,7 @@ class _JobRun:
             on_skip=self.reporter.trial_skipped, should_stop=self._out_of_time,
             seed=self.options.seed, patience=self.options.patience,
             predicted_slow=None if self.predictor is None else self._predicted_slow,
-            ceiling=None if self.predictor is None else self.predictor.ceiling(),
+            ceiling=fastest[0][1] if fastest else None,
         )
         if self.cancel.is_set():
             raise JobCancelled

@@ -109,13 +109,6 @@ class Predictor:
     def all(self) -> Predictions:
         return predict_space(self.profile, self.space, self.memory_budget_bytes)
 
-    def ceiling(self) -> float | None:
-        """The fastest samples/s predicted anywhere in the space, of configurations predicted
-        to fit in memory; None when none is."""
-        predictions = self.all()
-        best = predictions.best(1)
-        return float(predictions.samples_per_s[best[0]]) if best else None
-
     def samples_per_s(self, config: Config) -> float | None:
         """The predicted samples/s of one configuration (on the grid or off it)."""
         value = float(predict_configs(self.profile, [config],
