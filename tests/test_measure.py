@@ -28,7 +28,7 @@ from autotune.recommend import Recommendation, TrialView, diagnose
 from autotune.runner import run_trial
 from autotune.space import Config, DeviceInfo
 from autotune.store import TrialRecord
-from autotune.workload import load_workload
+from autotune.workload import Workload, load_workload
 from autotune.workload.builtins._slow_storage import READ_LATENCY_S
 
 PLAN = MeasurePlan(warmup_steps=1, min_steps=5, min_seconds=0.5)
@@ -138,6 +138,35 @@ def test_a_window_of_whole_epochs_reports_its_rate_at_epochs_ends_only(
     in_window = [e for e in events if e["event"] == "progress" and not e.get("warmup")]
     assert result.steps_per_epoch == 4 and len(in_window) >= 2
     assert all(e["steps"] % 4 == 0 for e in in_window), [e["steps"] for e in in_window]
+
+
+class _CountedReads(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """Counts the samples read (in the main process: no workers)."""
+
+    def __init__(self, length: int) -> None:
+        self.length, self.reads = length, 0
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        self.reads += 1
+        return torch.ones(16), torch.tensor(index % 4)
+
+
+def test_a_window_of_whole_epochs_starts_where_the_warm_up_ended() -> None:
+    # Any run of an epoch's count of steps holds one epoch's start; waiting for the next epoch
+    # to begin cost up to an epoch of untimed steps (15 of 1 s each on text-transformer).
+    dataset = _CountedReads(13 * 8)  # 13 steps an epoch at batch 8
+    workload = Workload(model=lambda: torch.nn.Linear(16, 4), dataset=lambda: dataset,
+                        loss=torch.nn.CrossEntropyLoss(),
+                        optimizer=lambda params: torch.optim.SGD(params, lr=0.1),
+                        name="counted-reads", batch_size=8)
+    plan = MeasurePlan(warmup_steps=2, min_steps=13, min_seconds=0.0, max_warmup_s=0.0)
+    result = measure(workload, Config(batch_size=8), torch.device("cpu"), plan)
+    assert result.steps_per_epoch == 13 and result.steps == 13
+    assert result.warmup_steps % 13, "the warm-up ends mid-epoch"
+    assert dataset.reads == 8 * (result.warmup_steps + result.steps)
 
 
 def test_one_whole_epoch_that_outlasts_the_window_is_enough(workload_file: Any) -> None:
