@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autotune.recommend import confirm
+from autotune.recommend import confirm, pick_candidates
 from autotune.recommend._batch import same_effective_batch_entry
 from autotune.recommend._confirm import MIN_ROUNDS_TO_LEAVE, RACE_MARGIN, CandidateRuns
 from autotune.recommend._document import (
@@ -46,6 +46,27 @@ def measured(speeds: Mapping[Config, Sequence[float | None]]):  # type: ignore[n
         return TrialRecord(config=config, outcome="ok", samples_per_s=speed)
 
     return measure, asked
+
+
+def test_of_two_prefetch_twins_among_the_best_only_the_faster_is_confirmed() -> None:
+    # A text-transformer job confirmed batch 256 with 2 workers 4 and 8 ahead side by side:
+    # two runs of one point, about 35 s of its confirmation.
+    def run(config: Config, speed: float) -> TrialRecord:
+        return TrialRecord(config=config, outcome="ok", samples_per_s=speed)
+
+    ahead_4 = Config(batch_size=256, num_workers=2, prefetch_factor=4)
+    ahead_8 = ahead_4.model_copy(update={"prefetch_factor": 8})
+    three_workers = ahead_4.model_copy(update={"num_workers": 3})
+    persistent = ahead_8.model_copy(update={"persistent_workers": True})
+    no_workers = Config(batch_size=256)
+    measured_runs = [run(ahead_4, 880), run(ahead_8, 894), run(three_workers, 870),
+                     run(persistent, 860), run(no_workers, 850), run(BASELINE, 500)]
+    assert pick_candidates(measured_runs, BASELINE, 3) == [ahead_8, three_workers]
+    assert pick_candidates(measured_runs, BASELINE, 5) == [ahead_8, three_workers,
+                                                           persistent, no_workers]
+    # PyTorch's default of 2 ahead is a prefetch like any other.
+    default = ahead_4.model_copy(update={"prefetch_factor": None})
+    assert pick_candidates([run(default, 900), run(ahead_4, 880)], BASELINE, 2) == [default]
 
 
 def test_a_candidate_far_behind_in_two_rounds_is_not_measured_again() -> None:
