@@ -19,6 +19,7 @@ from autotune.measure._profile import (
     _measure_loader,
     extended_workers,
     large_batch_size,
+    outpaced,
     profile_loader,
     profile_step,
     profile_step_threads,
@@ -482,3 +483,35 @@ def test_a_precision_timed_while_a_core_was_taken_is_timed_again(workload_file) 
     for held, free in zip(first, second, strict=True):
         assert (held.cpu_cores or 0.0) > 0.75 * (free.cpu_cores or 0.0), (held, free)
         assert (held.samples_per_s or 0.0) > 0.6 * (free.samples_per_s or 0.0), (held, free)
+
+
+def test_a_precision_far_slower_at_the_smallest_batch_is_ruled_out_there() -> None:
+    """text-transformer's profile on a 2-core EPYC without AVX-512 (2026-11-28, bf16 emulated):
+    fp32 ran 233-406 samples/s at batches 8-64, bf16 17-18 at 8-24."""
+    fp32 = [StepPoint(batch_size=b, amp="off", samples_per_s=r)
+            for b, r in {8: 233.0, 16: 296.0, 24: 369.0, 64: 406.0}.items()]
+    bf16 = StepPoint(batch_size=8, amp="bf16", samples_per_s=18.0)
+    assert outpaced([*fp32, bf16]) == {("bf16", False)}
+    # A third of the other's speed or more (a slow spell halves a point), another batch, or
+    # a second point: not ruled out.
+    assert outpaced([*fp32, bf16.model_copy(update={"samples_per_s": 120.0})]) == set()
+    assert outpaced([*fp32, bf16.model_copy(update={"batch_size": 32})]) == set()
+    assert outpaced([*fp32, bf16, bf16.model_copy(update={"batch_size": 16})]) == set()
+
+
+def test_a_layout_far_slower_is_timed_at_its_smallest_batch_only(workload_file) -> None:
+    workload = load_workload(workload_file("slow_layout"))
+    plan = ProfilePlan(batch_sizes=[8, 16, 32], amp_modes=["off"], channels_last=[False, True],
+                       worker_counts=[0], loader_batch_size=8, step_budget_s=3,
+                       intra_op_threads=[1, 2])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        points, source = profile_step(workload, workload.dataset(), torch.device("cpu"), plan)
+        again = profile_step_threads(workload, torch.device("cpu"), source, points, plan)
+    finally:
+        torch.set_num_threads(threads)
+    assert [(p.channels_last, p.batch_size) for p in points] == [
+        (False, 8), (False, 16), (False, 32), (True, 8)]
+    assert outpaced(points) == {("off", True)}
+    assert again and {p.channels_last for p in again} == {False}

@@ -67,6 +67,13 @@ LOADER_WINDOW_S = 0.5
 #: Step points measured per precision/layout even past its share of the budget: the smallest
 #: batches are quick, and two points are what a memory model needs.
 MIN_STEP_POINTS = 2
+#: A precision/layout whose step at the smallest batch ran under this share of what a
+#: combination timed before it ran there is timed at that batch only: no configuration of it can
+#: come near the best (the search skips proposals predicted under a third of the best measured;
+#: the same share). On a 2-core EPYC without AVX-512, where bf16 is emulated, text-transformer's
+#: bf16 step ran 17-18 samples/s at batches 8-24 against fp32's 233-406, and its two sweeps and
+#: a third for its idle core took 22.6 s of a 30 s step profile.
+OUTPACED_SHARE = 1 / 3
 #: Samples read once to build the step's batches (at most, and at most this many bytes of
 #: them); larger batches repeat them.
 SAMPLE_POOL = 256
@@ -293,10 +300,30 @@ def _over_budget(points: list[StepPoint], batch_size: int, budget: int | None) -
     return model is not None and model.predict(batch_size) > MEMORY_MARGIN * budget
 
 
+def outpaced(points: Sequence[StepPoint]) -> set[tuple[AmpMode, bool]]:
+    """The precision/layout combinations whose only timed point ran under
+    :data:`OUTPACED_SHARE` of another combination's at its batch."""
+    by_combo: dict[tuple[AmpMode, bool], list[StepPoint]] = {}
+    for point in points:
+        if point.samples_per_s:
+            by_combo.setdefault((point.amp, point.channels_last), []).append(point)
+    return {combo for combo, ran in by_combo.items()
+            if len(ran) == 1 and _outpaced_by(ran[0], points)}
+
+
+def _outpaced_by(point: StepPoint, others: Sequence[StepPoint]) -> bool:
+    rates = [p.samples_per_s for p in others if p.batch_size == point.batch_size
+             and p.samples_per_s and (p.amp, p.channels_last) != (point.amp, point.channels_last)]
+    return bool(point.samples_per_s and rates
+                and point.samples_per_s < OUTPACED_SHARE * max(rates))
+
+
 def _sweep(bench: _StepBench, source: _Batches, batch_sizes: Sequence[int], deadline: float,
-           memory_budget: int | None) -> list[StepPoint]:
+           memory_budget: int | None, earlier: Sequence[StepPoint] = ()) -> list[StepPoint]:
     """One pass over ``batch_sizes`` in ascending order; ends with an out-of-memory point where
-    a batch did not fit, and early when the deadline passes (after :data:`MIN_STEP_POINTS`)."""
+    a batch did not fit, early when the deadline passes (after :data:`MIN_STEP_POINTS`), and
+    after the first point where that ran under :data:`OUTPACED_SHARE` of a combination timed
+    ``earlier`` at its batch."""
     amp, channels_last = bench.training.config.amp, bench.channels_last
     ran: list[StepPoint] = []
     for batch_size in batch_sizes:
@@ -321,6 +348,8 @@ def _sweep(bench: _StepBench, source: _Batches, batch_sizes: Sequence[int], dead
             if bench.device.type == "cuda":
                 torch.cuda.empty_cache()
         ran.append(point)
+        if len(ran) == 1 and _outpaced_by(point, earlier):
+            break
     return ran
 
 
@@ -356,7 +385,9 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
 
     The first sweep finds the batches that fit; the later sweeps time those again, and each
     point keeps its fastest window (a batch a later sweep did not reach in time keeps what it
-    has).
+    has). A combination outpaced at its smallest batch (see :data:`OUTPACED_SHARE`) keeps
+    that one point: no later sweep, no thread counts, and where it kept fewer cores busy than
+    another, its second timing stops at that batch again unless it then keeps up.
     """
     batch_sizes = sorted(plan.batch_sizes)
     source = _Batches(workload, dataset, batch_sizes[-1])
@@ -372,9 +403,10 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
         if bench is None:
             bench = _StepBench(workload, device, amp, channels_last)
         swept = _sweep(bench, source, batch_sizes, now + share / STEP_PASSES,
-                       plan.memory_budget_bytes)
+                       plan.memory_budget_bytes, earlier=points)
         fitted = [p.batch_size for p in swept if not p.out_of_memory]
-        for sweep in range(1, STEP_PASSES):
+        passes = 1 if (amp, channels_last) in outpaced([*points, *swept]) else STEP_PASSES
+        for sweep in range(1, passes):
             deadline = now + share * (sweep + 1) / STEP_PASSES
             again = {p.batch_size: p for p in _sweep(bench, source, fitted, deadline, None)}
             swept = [_faster(p, again.get(p.batch_size)) for p in swept]
@@ -382,13 +414,14 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
         bench = None
     for combo in short_of_cores(points):
         # Timed again once, over every batch size (its sweeps may have stopped early), in its
-        # place among the combinations.
+        # place among the combinations; one still outpaced at its first batch stops there.
         bench = _StepBench(workload, device, *combo)
+        others = [p for p in points if (p.amp, p.channels_last) != combo]
         retimed = _sweep(bench, source, batch_sizes,
-                         time.perf_counter() + budget_s / len(combos), plan.memory_budget_bytes)
+                         time.perf_counter() + budget_s / len(combos), plan.memory_budget_bytes,
+                         earlier=others)
         bench = None
         first = next(i for i, p in enumerate(points) if (p.amp, p.channels_last) == combo)
-        others = [p for p in points if (p.amp, p.channels_last) != combo]
         points = [*others[:first],
                   *_merged([p for p in points if (p.amp, p.channels_last) == combo], retimed),
                   *others[first:]]
@@ -446,7 +479,8 @@ def profile_step_threads(workload: Workload, device: torch.device, source: _Batc
     the sweep ran, at its batches in ascending order until its share of
     :data:`THREADS_SHARE` of the step budget is spent (at least the smallest batch)."""
     counts = _thread_counts(plan, device)
-    combos = sorted({(p.amp, p.channels_last) for p in points if p.samples_per_s})
+    ruled_out = outpaced(points)
+    combos = sorted({(p.amp, p.channels_last) for p in points if p.samples_per_s} - ruled_out)
     if not counts or not combos:
         return []
     default = torch.get_num_threads()
