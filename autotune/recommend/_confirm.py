@@ -156,11 +156,14 @@ def pick_candidates(
 def prefetch_twin(config: Config, other: Config) -> bool:
     """Whether the two differ in how many batches each worker queues ahead and in nothing else.
 
-    Twins among the best measured are one point of what the search found: re-measuring both
-    side by side decides between two runs of one configuration within their spread, and costs
-    a confirmation run per round. On a 2-core CPU a text-transformer job confirmed batch 256
-    with 2 workers 4 and 8 ahead (822-894 samples/s against 862-893), about 35 s of its 160 s
-    of confirmation (benchmarks/RESULTS.md 1b). The faster measured of the two is confirmed.
+    Twins among the best measured are mostly one point of what the search found, and
+    confirming both costs a run per round: on a 2-core EPYC an image-cnn job confirmed batch 512
+    with 12 workers 16, 8 and 4 ahead, whose runs read 1,334-1,586, 1,514-1,608 and 1,431-1,673
+    samples/s, 87 s of its 184 s of confirmation (benchmarks/RESULTS.md 1b). The faster measured
+    of the two is confirmed: where twins do differ, the search's runs mostly say so already
+    (slow-storage with 48 workers two ahead read 5,314 there, one ahead 3,872; confirmed,
+    4,633-4,842 against 3,471-3,887). Where their gap is within the search's spread, the slower
+    may be confirmed, at a loss of about that gap.
     """
     if config.num_workers == 0 or config.key() == other.key():
         return False
