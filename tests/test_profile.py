@@ -20,6 +20,7 @@ from autotune.measure._profile import (
     extended_workers,
     large_batch_size,
     outpaced,
+    outpaced_on_every_core,
     profile_loader,
     profile_step,
     profile_step_threads,
@@ -497,6 +498,24 @@ def test_a_precision_far_slower_at_the_smallest_batch_is_ruled_out_there() -> No
     assert outpaced([*fp32, bf16.model_copy(update={"samples_per_s": 120.0})]) == set()
     assert outpaced([*fp32, bf16.model_copy(update={"batch_size": 32})]) == set()
     assert outpaced([*fp32, bf16, bf16.model_copy(update={"batch_size": 16})]) == set()
+
+
+def test_an_outpaced_precision_short_of_cores_is_timed_again_only_if_the_cores_could_help(
+) -> None:
+    """text-transformer's profile on a 2-core EPYC without AVX-512 (2026-11-28): fp32 304-307
+    samples/s at batches 16-64 on 2.0-2.1 cores, emulated bf16 18 at batch 16 on 1.3."""
+    fp32 = [StepPoint(batch_size=b, amp="off", samples_per_s=r, cpu_cores=c)
+            for b, (r, c) in {16: (304.0, 2.08), 32: (307.0, 1.98), 64: (269.0, 1.99)}.items()]
+    bf16 = StepPoint(batch_size=16, amp="bf16", samples_per_s=18.0, cpu_cores=1.32)
+    assert short_of_cores([*fp32, bf16]) == [("bf16", False)]
+    assert outpaced_on_every_core([*fp32, bf16]) == {("bf16", False)}
+    # On one core of two, 80 samples/s could be 160 with both: over a third of fp32's 304.
+    one_core = bf16.model_copy(update={"samples_per_s": 80.0, "cpu_cores": 1.0})
+    assert outpaced([*fp32, one_core]) == {("bf16", False)}
+    assert outpaced_on_every_core([*fp32, one_core]) == set()
+    # Not outpaced: nothing to rule out, whatever its cores.
+    assert outpaced_on_every_core([*fp32, bf16.model_copy(update={"samples_per_s": 150.0})]) \
+        == set()
 
 
 def test_a_layout_far_slower_is_timed_at_its_smallest_batch_only(workload_file) -> None:
