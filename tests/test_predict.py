@@ -22,6 +22,7 @@ from autotune.predict import (
     predict_space,
     ranking,
 )
+from autotune.predict._predict import running_median
 from autotune.recommend import TrialView, ceiling_sentence
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo, default_max_workers
 from autotune.tuner._profiled import Predictor, predicted_too_slow, seed_configs
@@ -240,6 +241,33 @@ def test_a_recorded_slow_storage_jobs_finalists_are_predicted_within_the_band() 
     ratios = np.array([r["samples_per_s"] for r in runs]) / predicted.samples_per_s
     assert 0.9 <= float(np.median(ratios)) <= 1.1, ratios
     assert np.sum((ratios >= 0.85) & (ratios <= 1.15)) >= 12, ratios
+
+
+def test_a_lone_step_point_off_its_curve_is_read_as_its_neighbours_say() -> None:
+    # A default image-cnn job's channels_last points on a 2-core EPYC (2026-11-28).
+    assert running_median([1718.0, 1448.0, 2026.0, 2278.0, 1700.0, 1441.0]) == [
+        1718.0, 1718.0, 2026.0, 2026.0, 1700.0, 1441.0]
+    spiked = make_profile({32: 1000.0, 64: 1800.0, 128: 1100.0}, {0: 1e9})
+    assert _predicted(spiked, 64, 0) == pytest.approx(1100.0, rel=0.01)
+
+
+@given(st.lists(st.floats(min_value=1.0, max_value=1e6), min_size=1, max_size=12))
+def test_a_monotone_curve_is_read_as_measured(rates: list[float]) -> None:
+    assert running_median(sorted(rates)) == sorted(rates)
+    assert running_median(sorted(rates, reverse=True)) == sorted(rates, reverse=True)
+
+
+def test_a_recorded_text_transformer_jobs_trials_are_predicted_closer_through_the_curve(
+) -> None:
+    """A default text-transformer job on a 2-core EPYC (tests/recorded/): its step points read
+    231-389 samples/s, batch 32's 389 between 359 and 304. Its 23 trials' median distance from
+    their predictions: 24% with the points read one by one, 14% through the running median."""
+    recorded = json.loads((RECORDED / "text_transformer_default_job.json").read_text())
+    profile = Profile.model_validate(recorded["profile"])
+    runs = recorded["runs"]
+    predicted = predict_configs(profile, [Config.model_validate(r["config"]) for r in runs])
+    ratios = np.array([r["samples_per_s"] for r in runs]) / predicted.samples_per_s
+    assert float(np.median(np.abs(np.log(ratios)))) < 0.18, ratios
 
 
 def test_configurations_over_the_memory_budget_are_marked_and_never_ranked() -> None:
