@@ -174,7 +174,7 @@ SMOKE = SuiteSettings(
 #: The tuner's picks in the committed full run (RESULTS.md, section 1): what
 #: ``--only-quality`` re-measures when section 3 is refreshed on its own.
 COMMITTED_PICKS: dict[str, Config] = {
-    "slow-storage": Config(batch_size=256, num_workers=8),
-    "image-cnn": Config(batch_size=256, num_workers=8),
-    "text-transformer": Config(batch_size=64, num_workers=2),
+    "slow-storage": Config(batch_size=128, num_workers=8),
+    "image-cnn": Config(batch_size=64, num_workers=2),
+    "text-transformer": Config(batch_size=32),
 }
