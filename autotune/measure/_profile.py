@@ -441,8 +441,7 @@ def short_of_cores(points: Sequence[StepPoint]) -> list[tuple[AmpMode, bool]]:
     combination that keeps fewer cores busy by its nature is timed again for nothing: one more
     share of the step budget.
     """
-    medians = {combo: statistics.median(values)
-               for combo, values in _cores_by_combo(points).items()}
+    medians = _median_cores(points)
     most = max(medians.values(), default=0.0)
     if len(medians) < 2 or most < MULTI_CORE:
         return []
@@ -457,8 +456,7 @@ def outpaced_on_every_core(points: Sequence[StepPoint]) -> set[tuple[AmpMode, bo
     samples/s at batch 16 on 1.3 cores, fp32 304 on 2.1: 3.4 s of a 13 s step profile went
     to timing it again.
     """
-    medians = [statistics.median(cores) for cores in _cores_by_combo(points).values()]
-    most = max(medians, default=0.0)
+    most = max(_median_cores(points).values(), default=0.0)
     hopeless = set()
     for combo in outpaced(points):
         point = next(p for p in points if (p.amp, p.channels_last) == combo and p.samples_per_s)
@@ -470,12 +468,13 @@ def outpaced_on_every_core(points: Sequence[StepPoint]) -> set[tuple[AmpMode, bo
     return hopeless
 
 
-def _cores_by_combo(points: Sequence[StepPoint]) -> dict[tuple[AmpMode, bool], list[float]]:
+def _median_cores(points: Sequence[StepPoint]) -> dict[tuple[AmpMode, bool], float]:
+    """Per precision/layout, the median of its timed points' :attr:`StepPoint.cpu_cores`."""
     cores: dict[tuple[AmpMode, bool], list[float]] = {}
     for point in points:
         if point.cpu_cores is not None and point.samples_per_s:
             cores.setdefault((point.amp, point.channels_last), []).append(point.cpu_cores)
-    return cores
+    return {combo: statistics.median(values) for combo, values in cores.items()}
 
 
 def _merged(first: Sequence[StepPoint], again: Sequence[StepPoint]) -> list[StepPoint]:
