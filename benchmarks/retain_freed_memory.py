@@ -1,16 +1,16 @@
 """``python -m benchmarks.retain_freed_memory``: what the ``retain_freed_memory`` knob changes
 in a user's own training loop on a CPU.
 
-For each built-in workload, its committed pick (in fp32 where the CPU has no bf16
-instructions) is trained by the benchmark's plain loop (``benchmarks._plain_loop``: a
-``DataLoader``, the model, the optimizer, nothing of autotune's loop) in fresh processes, with
-glibc's defaults and with the knob's thresholds set by hand, the two interleaved round by
-round. Each run warms up for one epoch and then times whole epochs for at least ``--seconds``:
-a long window, so that what is seen is a training run's steady state, not a fresh process's
-first steps. Reported per arm: median samples/s with its spread (CV), minor page faults per
-step in the window, and the process's peak resident size; and the ratio of the medians. Run it
-under ``flock /tmp/autotune-bench.lock`` so that no other benchmark overlaps.
-"""
+For each built-in workload, its configuration in ``KNOB_BENCHMARK_CONFIGS`` (in fp32 where the
+CPU has no bf16 instructions) is trained by the benchmark's plain loop
+(``benchmarks._plain_loop``: a ``DataLoader``, the model, the optimizer, nothing of autotune's
+loop) in fresh processes, with glibc's defaults and with the knob's thresholds set by hand, the
+two interleaved round by round. Each run warms up for one epoch and then times whole epochs for
+at least ``--seconds``: a long window, so that what is seen is a training run's steady state,
+not a fresh process's first steps. Reported per arm: median samples/s with its spread (CV),
+minor page faults per step in the window, and the process's peak resident size; and the ratio
+of the medians. Run it under ``flock /tmp/autotune-bench.lock`` so that no other benchmark
+overlaps. """
 
 from __future__ import annotations
 
@@ -25,13 +25,13 @@ import torch
 from autotune.measure import device_info
 from autotune.space import Config
 from benchmarks._harness import cv, interleave, log, run_module
-from benchmarks._settings import COMMITTED_PICKS
+from benchmarks._settings import KNOB_BENCHMARK_CONFIGS
 
 ARMS = {"glibc defaults": False, "retain_freed_memory": True}
 
 
 def _config(name: str) -> Config:
-    pick = COMMITTED_PICKS[name]
+    pick = KNOB_BENCHMARK_CONFIGS[name]
     if pick.amp == "bf16" and not device_info(torch.device("cpu")).bf16_native:
         return pick.model_copy(update={"amp": "off"})  # emulated bf16 is not what one trains
     return pick

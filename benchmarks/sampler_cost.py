@@ -1,9 +1,9 @@
 """``python -m benchmarks.sampler_cost``: what the host-memory sampler costs the trial it watches.
 
-One process trains a built-in workload (its committed pick, through autotune's own
-:class:`TrainingLoop`) without a break, while another process watches it with the runner's own
-:class:`TreeMemorySampler` in some periods and not in others. The periods rotate between three
-arms of ``--period`` seconds each:
+One process trains a built-in workload (its configuration in ``KNOB_BENCHMARK_CONFIGS``,
+through autotune's own :class:`TrainingLoop`) without a break, while another process watches
+it with the runner's own :class:`TreeMemorySampler` in some periods and not in others. The
+periods rotate between three arms of ``--period`` seconds each:
 
 - ``off``: nothing watches the training process;
 - ``sampler``: the sampler as trials run it;
@@ -33,7 +33,7 @@ import torch
 from autotune.measure import TrainingLoop
 from autotune.measure import _host_memory as host_memory
 from autotune.workload import load_workload
-from benchmarks._settings import COMMITTED_PICKS
+from benchmarks._settings import KNOB_BENCHMARK_CONFIGS
 
 ARMS = ("off", "sampler", "pss every sample")
 
@@ -61,7 +61,7 @@ def measure(workload_name: str, rounds: int, period_s: float) -> dict[str, Any]:
     watcher.start()
     torch.manual_seed(0)
     loop = TrainingLoop(load_workload(f"builtin:{workload_name}"),
-                        COMMITTED_PICKS[workload_name], torch.device("cpu"))
+                        KNOB_BENCHMARK_CONFIGS[workload_name], torch.device("cpu"))
     for _ in range(10):
         loop.step(loop.next_batch())
     rates: dict[str, list[float]] = {arm: [] for arm in ARMS}
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         rates = measured["rates"]
         off = rates["off"]
         ratios = {arm: [a / b for a, b in zip(rates[arm], off, strict=True)] for arm in ARMS[1:]}
-        pick = COMMITTED_PICKS[name]
+        pick = KNOB_BENCHMARK_CONFIGS[name]
         print(f"| {name} | bs {pick.batch_size}, {pick.amp} | {measured['faults_per_step']:,.0f} "
               f"| {statistics.median(off):,.0f} | {_quartiles(ratios['sampler'])} "
               f"| {_quartiles(ratios['pss every sample'])} |", flush=True)
