@@ -10,7 +10,8 @@ at least ``--seconds``: a long window, so that what is seen is a training run's 
 not a fresh process's first steps. Reported per arm: median samples/s with its spread (CV),
 minor page faults per step in the window, and the process's peak resident size; and the ratio
 of the medians. Run it under ``flock /tmp/autotune-bench.lock`` so that no other benchmark
-overlaps. """
+overlaps.
+"""
 
 from __future__ import annotations
 
