@@ -7,7 +7,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,8 @@ import torch
 from autotune.measure import glibc_malloc
 from autotune.measure._profile import (
     ProfilePlan,
-    _Batches,
-    _continued,
     _loader_saturated,
     _measure_loader,
-    cut_short,
     extended_workers,
     large_batch_size,
     outpaced,
@@ -29,7 +25,6 @@ from autotune.measure._profile import (
     profile_step,
     profile_step_threads,
     short_of_cores,
-    swept_batches,
 )
 from autotune.predict import LoaderPoint, Profile, StepPoint, predict_configs, predict_space
 from autotune.recommend import ceiling_numbers
@@ -39,7 +34,6 @@ from autotune.store import Database, Job
 from autotune.tuner import TuneOptions, create_job, run_job
 from autotune.tuner._profiled import profile_plan, seed_configs
 from autotune.workload import load_workload
-from tests.workloads.per_sample_step import SECONDS_PER_SAMPLE
 from tests.workloads.stalled_start import STEP_S
 
 FAST_FLAGS = ["--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1",
@@ -451,7 +445,7 @@ def test_a_stall_during_the_first_sweep_does_not_reach_the_step_points(workload_
         points, _ = profile_step(workload, workload.dataset(), torch.device("cpu"), plan)
     finally:
         torch.set_num_threads(threads)
-    assert [p.batch_size for p in points] == [8, 16, 32, 64]  # twofold apart
+    assert [p.batch_size for p in points] == plan.batch_sizes
     for point in points:
         unstalled = point.batch_size / STEP_S
         assert point.samples_per_s is not None
@@ -540,49 +534,3 @@ def test_a_layout_far_slower_is_timed_at_its_smallest_batch_only(workload_file) 
         (False, 8), (False, 16), (False, 32), (True, 8)]
     assert outpaced(points) == {("off", True)}
     assert again and {p.channels_last for p in again} == {False}
-
-
-DEFAULT_BATCHES = [8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048]
-
-
-def test_the_step_sweep_times_batches_twofold_apart() -> None:
-    assert swept_batches(DEFAULT_BATCHES) == [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
-    assert swept_batches([128, 48, 96, 64]) == [48, 96, 128]  # the largest is kept
-    assert swept_batches([16, 32, 64]) == [16, 32, 64]
-    assert swept_batches([32]) == [32]
-
-
-def test_only_sweeps_the_deadline_cut_short_are_carried_on() -> None:
-    """A default image-cnn profile on a 2-core EPYC without AVX-512 (2026-11-28): fp32's
-    sweeps stopped at batch 128, emulated bf16 was outpaced at batch 8."""
-    fp32 = [StepPoint(batch_size=b, amp="off", samples_per_s=r)
-            for b, r in {8: 580.0, 16: 840.0, 32: 937.0, 64: 1169.0, 128: 1060.0}.items()]
-    bf16 = StepPoint(batch_size=8, amp="bf16", samples_per_s=55.0)
-    batches = swept_batches(DEFAULT_BATCHES)
-    assert cut_short([*fp32, bf16], batches) == [("off", False)]
-    assert cut_short([*fp32, bf16], [8, 16, 32, 64, 128]) == []  # it reached the largest
-    oom = StepPoint(batch_size=256, amp="off", out_of_memory=True)
-    assert cut_short([*fp32, oom, bf16], batches) == []  # it stopped where memory ran out
-
-
-def test_a_sweep_cut_short_carries_on_within_the_budget_left(workload_file) -> None:
-    """Batches 8-64 were timed; the budget left covers both sweeps of 128 and 256 (0.26 and
-    0.51 s a point at 2,000 samples/s) but not of 512: they are timed, it is not started."""
-    workload = load_workload(workload_file("per_sample_step"))
-    rate = 1 / SECONDS_PER_SAMPLE
-    timed = [StepPoint(batch_size=b, amp="off", samples_per_s=rate, peak_memory_bytes=2**20)
-             for b in (8, 16, 32, 64)]
-    source = _Batches(workload, workload.dataset(), 1024)
-    started = time.perf_counter()
-    points = _continued(workload, torch.device("cpu"), source, [8, 16, 32, 64, 128, 256, 512,
-                                                                 1024], timed, started + 2.2,
-                        memory_budget=None)
-    elapsed = time.perf_counter() - started
-    assert [p.batch_size for p in points] == [8, 16, 32, 64, 128, 256]
-    assert elapsed < 2.2 + 0.3  # no point started that would end past the deadline
-    for point in points[4:]:
-        assert point.samples_per_s is not None
-        assert 0.8 * rate < point.samples_per_s < 1.05 * rate, point
-    # With nothing left, nothing more is timed.
-    assert _continued(workload, torch.device("cpu"), source, [8, 16, 32, 64, 128], timed,
-                      time.perf_counter() + 0.1, memory_budget=None) == timed

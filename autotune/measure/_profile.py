@@ -3,16 +3,15 @@
 **Step alone**: a few real batches are read from the dataset once (collated as the loader
 would), put on the device and cycled, so the step is timed without waiting for data. It runs
 through :class:`TrainingStep` (autocast, backward, GradScaler, channels_last): the same code a
-trial times. Batch sizes are tried in ascending order per precision and layout, twofold apart
-(:func:`swept_batches`; those between are interpolated), stopping at the first out-of-memory
-(on a CPU: the first batch whose predicted memory passes the budget). Each precision and layout
-is swept twice, and each batch keeps the faster of its two windows: on a shared machine a few
-seconds of interference only ever slow a step down, and the second sweep meets a given batch
-seconds after the first did (see :data:`STEP_PASSES`). Interference that outlasts both sweeps
-of a precision and layout shows as fewer cores kept busy than another kept: that one is timed
-once more after the others (:func:`short_of_cores`). Where the space searches the step's intra-
-op threads (a CPU), the step is then timed on the other thread counts too, at its smaller
-batches, within a share of the step budget.
+trial times. Batch sizes are tried in ascending order per precision and layout, stopping at the
+first out-of-memory (on a CPU: the first batch whose predicted memory passes the budget). Each
+precision and layout is swept twice, and each batch keeps the faster of its two windows: on a
+shared machine a few seconds of interference only ever slow a step down, and the second sweep
+meets a given batch seconds after the first did (see :data:`STEP_PASSES`). Interference that
+outlasts both sweeps of a precision and layout shows as fewer cores kept busy than another
+kept: that one is timed once more after the others (:func:`short_of_cores`). Where the space
+searches the step's intra-op threads (a CPU), the step is then timed on the other thread
+counts too, at its smaller batches, within a share of the step budget.
 
 **Loader alone**: the DataLoader is built as a trial builds it and its batches are only pulled,
 never copied or used, for a rising number of workers. The sweep goes beyond the searched grid
@@ -75,9 +74,6 @@ MIN_STEP_POINTS = 2
 #: bf16 step ran 17-18 samples/s at batches 8-24 against fp32's 233-406, and its two sweeps and
 #: a third for its idle core took 22.6 s of a 30 s step profile.
 OUTPACED_SHARE = 1 / 3
-#: The step sweep times batch sizes at least this factor apart (the space's smallest first, its
-#: largest last); a batch between two it timed is interpolated (see :func:`swept_batches`).
-SWEEP_SPACING = 2.0
 #: Samples read once to build the step's batches (at most, and at most this many bytes of
 #: them); larger batches repeat them.
 SAMPLE_POOL = 256
@@ -322,32 +318,18 @@ def _outpaced_by(point: StepPoint, others: Sequence[StepPoint]) -> bool:
                 and point.samples_per_s < OUTPACED_SHARE * max(rates))
 
 
-def _point_seconds(last: StepPoint, batch_size: int) -> float:
-    """Seconds a point at ``batch_size`` is expected to take (its warm-up step and three timed
-    ones) at the rate of ``last``, the combination's point before it."""
-    return 4 * batch_size / last.samples_per_s if last.samples_per_s else 0.0
-
-
 def _sweep(bench: _StepBench, source: _Batches, batch_sizes: Sequence[int], deadline: float,
-           memory_budget: int | None, earlier: Sequence[StepPoint] = (),
-           before: Sequence[StepPoint] = ()) -> list[StepPoint]:
+           memory_budget: int | None, earlier: Sequence[StepPoint] = ()) -> list[StepPoint]:
     """One pass over ``batch_sizes`` in ascending order; ends with an out-of-memory point where
     a batch did not fit, early when the deadline passes (after :data:`MIN_STEP_POINTS`), and
     after the first point where that ran under :data:`OUTPACED_SHARE` of a combination timed
-    ``earlier`` at its batch.
-
-    ``before``: the combination's points from its earlier sweeps, below ``batch_sizes`` (a
-    continued sweep, see :func:`_continued`): they count towards the points and the memory
-    model, and no point starts that would be expected to end past the deadline."""
+    ``earlier`` at its batch."""
     amp, channels_last = bench.training.config.amp, bench.channels_last
     ran: list[StepPoint] = []
     for batch_size in batch_sizes:
-        timed = [*before, *ran]
-        now = time.perf_counter()
-        if len(timed) >= MIN_STEP_POINTS and (now >= deadline or (
-                before and now + _point_seconds(timed[-1], batch_size) > deadline)):
+        if time.perf_counter() >= deadline and len(ran) >= MIN_STEP_POINTS:
             break
-        if bench.device.type != "cuda" and _over_budget(timed, batch_size, memory_budget):
+        if bench.device.type != "cuda" and _over_budget(ran, batch_size, memory_budget):
             return [*ran, StepPoint(batch_size=batch_size, amp=amp,
                                     channels_last=channels_last, out_of_memory=True)]
         try:
@@ -369,25 +351,6 @@ def _sweep(bench: _StepBench, source: _Batches, batch_sizes: Sequence[int], dead
         if len(ran) == 1 and _outpaced_by(point, earlier):
             break
     return ran
-
-
-def swept_batches(batch_sizes: Sequence[int]) -> list[int]:
-    """Of the space's batch sizes, those the step sweep times: the smallest, then each at least
-    :data:`SWEEP_SPACING` times the last one kept, and the largest.
-
-    The default space offers 16 sizes from 8 to 2,048, half of them between powers of two; timed
-    one by one, a share of a few seconds ends in the middle of them. On a 2-core EPYC a default
-    image-cnn job's sweep of every size stopped at batch 128 (192 on a faster machine), while
-    its search and confirmation ran batches 256-512, predicted flat from the last point (and
-    under-predicted by 1.3-1.4x where the curve still rose). Spaced by twofold steps, the same
-    seconds reach larger batches and the sizes between are interpolated on a measured curve.
-    """
-    ordered = sorted(set(batch_sizes))
-    kept = ordered[:1]
-    for batch_size in ordered[1:]:
-        if batch_size >= SWEEP_SPACING * kept[-1] or batch_size == ordered[-1]:
-            kept.append(batch_size)
-    return kept
 
 
 def _faster(first: StepPoint, again: StepPoint | None) -> StepPoint:
@@ -418,19 +381,17 @@ def _started_bench(workload: Workload, device: torch.device, source: _Batches, b
 
 def profile_step(workload: Workload, dataset: Any, device: torch.device,
                  plan: ProfilePlan) -> tuple[list[StepPoint], _Batches]:
-    """Step points per precision/layout by ascending batch (:func:`swept_batches`), within the
-    step budget.
+    """Step points per precision/layout by ascending batch, within the step budget.
 
     The first sweep finds the batches that fit; the later sweeps time those again, and each
     point keeps its fastest window (a batch a later sweep did not reach in time keeps what it
-    has). Sweeps the deadline cut short carry on to larger batches in the budget the others
-    left (:func:`_continued`). A combination outpaced at its smallest batch (see
-    :data:`OUTPACED_SHARE`) keeps that one point: no later sweep, no thread counts, and where
-    it kept fewer cores busy than another, no second timing if it would stay outpaced with
-    their cores (see :func:`outpaced_on_every_core`); else that timing stops at that batch
-    again unless it then keeps up.
+    has). A combination outpaced at its smallest batch (see :data:`OUTPACED_SHARE`) keeps
+    that one point: no later sweep, no thread counts, and where it kept fewer cores busy than
+    another, no second timing if it would stay outpaced with their cores (see
+    :func:`outpaced_on_every_core`); else that timing stops at that batch again unless it then
+    keeps up.
     """
-    batch_sizes = swept_batches(plan.batch_sizes)
+    batch_sizes = sorted(plan.batch_sizes)
     source = _Batches(workload, dataset, batch_sizes[-1])
     combos = [(amp, cl) for amp in plan.amp_modes for cl in plan.channels_last]
     points: list[StepPoint] = []
@@ -443,11 +404,16 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
         share = (budget_s - (now - started)) / (len(combos) - index)
         if bench is None:
             bench = _StepBench(workload, device, amp, channels_last)
-        points.extend(_swept(bench, source, batch_sizes, share, plan.memory_budget_bytes,
-                             earlier=points))
+        swept = _sweep(bench, source, batch_sizes, now + share / STEP_PASSES,
+                       plan.memory_budget_bytes, earlier=points)
+        fitted = [p.batch_size for p in swept if not p.out_of_memory]
+        passes = 1 if (amp, channels_last) in outpaced([*points, *swept]) else STEP_PASSES
+        for sweep in range(1, passes):
+            deadline = now + share * (sweep + 1) / STEP_PASSES
+            again = {p.batch_size: p for p in _sweep(bench, source, fitted, deadline, None)}
+            swept = [_faster(p, again.get(p.batch_size)) for p in swept]
+        points.extend(swept)
         bench = None
-    points = _continued(workload, device, source, batch_sizes, points, started + budget_s,
-                        plan.memory_budget_bytes)
     hopeless = outpaced_on_every_core(points)
     for combo in (c for c in short_of_cores(points) if c not in hopeless):
         # Timed again once, over every batch size (its sweeps may have stopped early), in its
@@ -463,65 +429,6 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
                   *_merged([p for p in points if (p.amp, p.channels_last) == combo], retimed),
                   *others[first:]]
     return points, source
-
-
-def _swept(bench: _StepBench, source: _Batches, batch_sizes: Sequence[int], share: float,
-           memory_budget: int | None, earlier: Sequence[StepPoint] = (),
-           before: Sequence[StepPoint] = ()) -> list[StepPoint]:
-    """One combination's :data:`STEP_PASSES` sweeps over ``batch_sizes`` within ``share``
-    seconds (one where it is outpaced); each point keeps its faster window."""
-    now = time.perf_counter()
-    swept = _sweep(bench, source, batch_sizes, now + share / STEP_PASSES, memory_budget,
-                   earlier=earlier, before=before)
-    fitted = [p.batch_size for p in swept if not p.out_of_memory]
-    combo = (bench.training.config.amp, bench.channels_last)
-    passes = 1 if combo in outpaced([*earlier, *before, *swept]) else STEP_PASSES
-    for sweep in range(1, passes):
-        deadline = now + share * (sweep + 1) / STEP_PASSES
-        again = {p.batch_size: p for p in _sweep(bench, source, fitted, deadline, None,
-                                                 before=before)}
-        swept = [_faster(p, again.get(p.batch_size)) for p in swept]
-    return swept
-
-
-def cut_short(points: Sequence[StepPoint], batch_sizes: Sequence[int]
-              ) -> list[tuple[AmpMode, bool]]:
-    """The combinations whose sweeps ended at their deadline: below the largest batch, with no
-    batch out of memory, and not outpaced."""
-    ruled_out = outpaced(points)
-    short = []
-    for combo in dict.fromkeys((p.amp, p.channels_last) for p in points):
-        mine = [p for p in points if (p.amp, p.channels_last) == combo]
-        if combo not in ruled_out and not any(p.out_of_memory for p in mine) \
-                and mine[-1].batch_size < max(batch_sizes):
-            short.append(combo)
-    return short
-
-
-def _continued(workload: Workload, device: torch.device, source: _Batches,
-               batch_sizes: Sequence[int], points: list[StepPoint], deadline: float,
-               memory_budget: int | None) -> list[StepPoint]:
-    """``points`` with the sweeps the deadline cut short carried on to larger batches in the
-    step budget the others left (see :func:`cut_short`), shared among them.
-
-    A combination outpaced at its smallest batch leaves most of its share: on a 2-core EPYC
-    without AVX-512, where bf16 is emulated, a default image-cnn profile's two bf16 layouts
-    took under a second of their 8 s, while fp32's sweeps had stopped at batch 128-192 and its
-    trials ran 256-512. A point is started only where it is expected to end by the deadline
-    (its warm-up and three steps at the rate of the point before it)."""
-    cut = cut_short(points, batch_sizes)
-    for index, combo in enumerate(cut):
-        share = (deadline - time.perf_counter()) / (len(cut) - index)
-        mine = [p for p in points if (p.amp, p.channels_last) == combo]
-        rest = [b for b in batch_sizes if b > mine[-1].batch_size]
-        if share <= _point_seconds(mine[-1], rest[0]) * STEP_PASSES:
-            continue
-        bench = _StepBench(workload, device, *combo)
-        more = _swept(bench, source, rest, share, memory_budget, before=mine)
-        del bench  # its model and optimizer, before the next combination builds its own
-        last = max(i for i, p in enumerate(points) if (p.amp, p.channels_last) == combo)
-        points = [*points[:last + 1], *more, *points[last + 1:]]
-    return points
 
 
 def short_of_cores(points: Sequence[StepPoint]) -> list[tuple[AmpMode, bool]]:
