@@ -437,7 +437,8 @@ def predict_columns(profile: Profile, columns: Columns,
         # device, one after the other with its step. A copy from pinned memory on CUDA does
         # not wait (the loader's pinning thread copies beside it).
         copy = np.where(columns.pin_memory & (profile.device_type == "cuda"), 0.0, copy)
-        kept = _kept_from_workers(profile, columns, step_cpu, step_work, loader_cpu)
+        together = loaded_at_once(profile, columns, step_rate, loader_rate)
+        kept = _kept_from_workers(profile, columns, step_cpu, step_work, loader_cpu, together)
         step_cores = kept * step_rate
         step_rate = batch / (batch / step_rate + receive + copy)
         epoch_start_s = np.zeros(n)
@@ -448,7 +449,7 @@ def predict_columns(profile: Profile, columns: Columns,
         cpu_bound = (float(profile.cpu_count) / (kept + loader_cpu)
                      if profile.device_type == "cpu" else np.full(n, np.inf))
         cpu_bound = np.minimum(cpu_bound, _beside_workers(profile, columns, step_rate,
-                                                          step_cores, loader_cpu))
+                                                          step_cores, loader_cpu, together))
         candidates = np.stack([step_rate, loader_rate, cpu_bound])
         bound = np.argmin(candidates, axis=0).astype(np.int64)
         # The workers were timed with the cores to themselves; beside the step they wait for
@@ -483,28 +484,55 @@ def _threads(profile: Profile, columns: Columns) -> FloatArray:
 
 
 def _kept_from_workers(profile: Profile, columns: Columns, step_cpu: FloatArray,
-                       step_work: FloatArray, loader_cpu: FloatArray) -> FloatArray:
+                       step_work: FloatArray, loader_cpu: FloatArray,
+                       together: FloatArray) -> FloatArray:
     """The CPU seconds per sample of a CPU step that loader workers cannot use.
 
-    A step on several threads reads busy on every core, but part of that is its threads
-    waiting for each other (spinning at the end of a parallel region, idle through its serial
-    parts: the optimizer's loop, Python between operators), in gaps scattered through each
-    step. Where a worker runs beside every thread and the workers need less CPU per sample than
-    the step, their work fits in those gaps: the step keeps only its work (its time on one
-    thread). Beside fewer workers than threads it keeps all: the threads that share no core
-    with a worker wait for the ones that do. Nor where the workers need more than the step:
-    the gaps cannot hold them. On a 2-core EPYC, image-cnn (bf16, channels_last, batch 256)
-    stepped in 64 ms alone, in 62-74 ms beside two workers (24 ms of their CPU a step) and in
-    91 ms beside one. Slow-storage's small model on two threads beside 48 workers, whose reads
-    cost 6 times its step's CPU, trained at 0.84 of the prediction that keeps all and 0.77 of
-    one that keeps only the work.
+    A step on several threads reads busy on every core, but part of that is its threads waiting
+    for each other (spinning at the end of a parallel region, idle through its serial parts:
+    the optimizer's loop, Python between operators), in gaps scattered through each step. Where
+    a worker runs beside every thread and the workers need less CPU per sample than the step,
+    their work fits in those gaps: the step keeps only its work (its time on one thread).
+    Beside fewer workers than threads it keeps all: the threads that share no core with a
+    worker wait for the ones that do. Nor where the workers need more than the step: the gaps
+    cannot hold them. Where workers load one at a time (all but ``together``, the share of the
+    epoch :func:`loaded_at_once` gives), one worker is beside fewer threads than the step runs:
+    for that share the step keeps all. On a 2-core EPYC, image-cnn (bf16, channels_last, batch
+    256) stepped in 64 ms alone, in 62-74 ms beside two workers (24 ms of their CPU a step) and
+    in 91 ms beside one. Slow-storage's small model on two threads beside 48 workers, whose
+    reads cost 6 times its step's CPU, trained at 0.84 of the prediction that keeps all and
+    0.77 of one that keeps only the work.
     """
     spare = (columns.num_workers >= _threads(profile, columns)) & (loader_cpu < step_cpu)
-    return np.where(spare, step_work, step_cpu)
+    return np.where(spare, step_cpu - together * (step_cpu - step_work), step_cpu)
+
+
+def loaded_at_once(profile: Profile, columns: Columns, step_rate: FloatArray,
+                   loader_rate: FloatArray) -> FloatArray:
+    """The share of an epoch's batches that every worker loads at once, beside the step.
+
+    A loader faster than the step keeps its queue full, and from then on each batch the step
+    takes frees one slot: one worker loads at a time. Only the batches asked for when an epoch
+    starts, as many as the workers hold ahead (workers x prefetch factor, at most the epoch),
+    are loaded by every worker at once. A loader slower than the step never fills its queue:
+    all its workers load all the time (a share of 1, as where a dataset's length is unknown).
+    On a 2-core EPYC (image-cnn, channels_last, batch 128, three configurations interleaved
+    three times, 2026-11-28) 3 workers holding 3 of an epoch's 32 batches trained at 910-951
+    samples/s, 2 workers holding all 32 at 1,161-1,216, and 8 holding 16 at 986-1,199; all
+    three were predicted at 1,246-1,285, as if every worker always loaded at once.
+    """
+    if not profile.dataset_length:
+        return np.ones(len(columns))
+    per_epoch = np.maximum(1, profile.dataset_length // columns.batch_size)
+    prefetch = np.where(columns.prefetch_factor > 0, columns.prefetch_factor,
+                        TORCH_DEFAULT_PREFETCH_FACTOR)
+    at_start = np.minimum(1.0, columns.num_workers * prefetch / per_epoch)
+    return np.asarray(np.where(loader_rate > step_rate, at_start, 1.0), dtype=np.float64)
 
 
 def _beside_workers(profile: Profile, columns: Columns, step_rate: FloatArray,
-                    step_cores: FloatArray, loader_cpu: FloatArray) -> FloatArray:
+                    step_cores: FloatArray, loader_cpu: FloatArray,
+                    together: FloatArray) -> FloatArray:
     """Samples/s of a CPU step that shares the cores with busy loader workers; infinite where
     there are no workers or the device is not a CPU.
 
@@ -523,7 +551,9 @@ def _beside_workers(profile: Profile, columns: Columns, step_rate: FloatArray,
     workers = columns.num_workers
     if profile.device_type != "cpu":
         return np.full(len(workers), np.inf)
-    at_once = np.maximum(1.0, np.minimum(workers, _threads(profile, columns)))
+    every = np.maximum(1.0, np.minimum(workers, _threads(profile, columns)))
+    # The share loaded one worker at a time delays the step by all its time: a harmonic mean.
+    at_once = 1.0 / (together / every + (1.0 - together))
     idle = np.maximum(0.0, float(profile.cpu_count) - step_cores)
     seconds = (at_once / step_rate + loader_cpu) / (at_once + idle)
     return np.where(workers > 0, 1.0 / seconds, np.inf)
