@@ -759,7 +759,7 @@ def test_workers_ahead_of_the_step_load_one_at_a_time_but_at_an_epochs_start() -
 def test_a_recorded_image_cnn_profile_predicts_workers_ahead_of_the_step() -> None:
     """A default image-cnn job on a 2-core EPYC and six configurations measured after it
     (tests/recorded/): three workers holding 3 of an epoch's 32 batches trained at 910-951
-    samples/s, two holding all 32 at 1,161-1,216; both were predicted at 1,270-1,285 while
+    samples/s, two holding all 32 at 1,161-1,216; both were predicted at 1,281-1,285 while
     every worker was taken to load at once. The job's 24 trials were predicted 35% from their
     measurements (median), one within 0.85-1.15."""
     recorded = json.loads((RECORDED / "image_cnn_workers_ahead.json").read_text())
