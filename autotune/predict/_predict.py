@@ -437,7 +437,7 @@ def predict_columns(profile: Profile, columns: Columns,
         # device, one after the other with its step. A copy from pinned memory on CUDA does
         # not wait (the loader's pinning thread copies beside it).
         copy = np.where(columns.pin_memory & (profile.device_type == "cuda"), 0.0, copy)
-        together = loaded_at_once(profile, columns, step_rate, loader_rate)
+        together = loaded_at_once(profile, columns)
         kept = _kept_from_workers(profile, columns, step_cpu, step_work, loader_cpu, together)
         step_cores = kept * step_rate
         step_rate = batch / (batch / step_rate + receive + copy)
@@ -507,15 +507,16 @@ def _kept_from_workers(profile: Profile, columns: Columns, step_cpu: FloatArray,
     return np.where(spare, step_cpu - together * (step_cpu - step_work), step_cpu)
 
 
-def loaded_at_once(profile: Profile, columns: Columns, step_rate: FloatArray,
-                   loader_rate: FloatArray) -> FloatArray:
+def loaded_at_once(profile: Profile, columns: Columns) -> FloatArray:
     """The share of an epoch's batches that every worker loads at once, beside the step.
 
     A loader faster than the step keeps its queue full, and from then on each batch the step
     takes frees one slot: one worker loads at a time. Only the batches asked for when an epoch
     starts, as many as the workers hold ahead (workers x prefetch factor, at most the epoch),
-    are loaded by every worker at once. A loader slower than the step never fills its queue:
-    all its workers load all the time (a share of 1, as where a dataset's length is unknown).
+    are loaded by every worker at once. A loader slower than the step never fills its queue
+    and all its workers load all the time, but it bounds the configuration by its own rate:
+    the share is taken as above whatever the loader's speed, so that a faster loader never
+    lowers a prediction (and as 1 where a dataset's length is unknown).
     On a 2-core EPYC (image-cnn, channels_last, batch 128, three configurations interleaved
     three times, 2026-11-28) 3 workers holding 3 of an epoch's 32 batches trained at 910-951
     samples/s, 2 workers holding all 32 at 1,161-1,216, and 8 holding 16 at 986-1,199; all
@@ -526,8 +527,8 @@ def loaded_at_once(profile: Profile, columns: Columns, step_rate: FloatArray,
     per_epoch = np.maximum(1, profile.dataset_length // columns.batch_size)
     prefetch = np.where(columns.prefetch_factor > 0, columns.prefetch_factor,
                         TORCH_DEFAULT_PREFETCH_FACTOR)
-    at_start = np.minimum(1.0, columns.num_workers * prefetch / per_epoch)
-    return np.asarray(np.where(loader_rate > step_rate, at_start, 1.0), dtype=np.float64)
+    return np.asarray(np.minimum(1.0, columns.num_workers * prefetch / per_epoch),
+                      dtype=np.float64)
 
 
 def _beside_workers(profile: Profile, columns: Columns, step_rate: FloatArray,
@@ -536,16 +537,17 @@ def _beside_workers(profile: Profile, columns: Columns, step_rate: FloatArray,
     """Samples/s of a CPU step that shares the cores with busy loader workers; infinite where
     there are no workers or the device is not a CPU.
 
-    The step's intra-op threads meet at the end of each parallel region, so a worker that
-    takes a core from one of them delays all (the straggler). Per sample the workers burn
-    ``b`` CPU seconds beside a step of ``a`` seconds on ``c`` busy cores of ``C``: what fits on
-    the cores the step leaves idle (``C - c``) costs nothing; the rest runs beside the step's
-    threads, and ``k`` workers at once (at most one per thread) delay it by ``1/k`` of their
+    The step's intra-op threads meet at the end of each parallel region, so a worker that takes
+    a core from one of them delays all (the straggler). Per sample the workers burn ``b`` CPU
+    seconds beside a step of ``a`` seconds on ``c`` busy cores of ``C``: what fits on the cores
+    the step leaves idle (``C - c``) costs nothing; the rest runs beside the step's threads,
+    and ``k`` workers at once (at most one per thread; one where they refill a full queue, see
+    :func:`loaded_at_once`, averaged harmonically over the epoch) delay it by ``1/k`` of their
     time. Solving ``t = a + (b - (C - c) t) / k`` gives ``t = (a k + b) / (k + C - c)``. One
     worker beside a step on every core adds its whole CPU time to the step's; as many workers
     as threads spread it over the cores (the cores' share, the CPU bound). On a 2-core CPU,
-    image-cnn at batch 32 with one worker on PyTorch's threads measured 0.59-0.64 of the
-    cores' share (benchmarks/RESULTS.md 1b). The step's busy cores are those
+    image-cnn at batch 32 with one worker on PyTorch's threads measured 0.59-0.64 of the cores'
+    share (benchmarks/RESULTS.md 1b). The step's busy cores are those
     :func:`_kept_from_workers` leaves it.
     """
     workers = columns.num_workers
