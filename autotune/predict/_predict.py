@@ -524,11 +524,10 @@ def loaded_at_once(profile: Profile, columns: Columns) -> FloatArray:
     """
     if not profile.dataset_length:
         return np.ones(len(columns))
-    per_epoch = np.maximum(1, profile.dataset_length // columns.batch_size)
-    prefetch = np.where(columns.prefetch_factor > 0, columns.prefetch_factor,
-                        TORCH_DEFAULT_PREFETCH_FACTOR)
-    return np.asarray(np.minimum(1.0, columns.num_workers * prefetch / per_epoch),
-                      dtype=np.float64)
+    # Columns hold PyTorch's default prefetch factor wherever there are workers.
+    ahead = columns.num_workers * columns.prefetch_factor
+    per_epoch = _epoch_steps(profile.dataset_length, columns.batch_size)
+    return np.asarray(np.minimum(1.0, ahead / per_epoch), dtype=np.float64)
 
 
 def _beside_workers(profile: Profile, columns: Columns, step_rate: FloatArray,
@@ -750,10 +749,14 @@ def _with_batches_ahead(profile: Profile, columns: Columns, rate: FloatArray,
                       dtype=np.float64)
 
 
+def _epoch_steps(dataset_length: int, batch_size: IntArray) -> IntArray:
+    """Steps an epoch trains: whole batches only (trials drop the last partial one)."""
+    return np.asarray(np.maximum(1, dataset_length // batch_size), dtype=np.int64)
+
+
 def _epoch_samples(dataset_length: int, batch_size: IntArray) -> FloatArray:
-    """Samples an epoch trains on: whole batches only (trials drop the last partial one)."""
-    steps = np.maximum(1, dataset_length // batch_size)
-    return np.asarray(steps * batch_size, dtype=np.float64)
+    """Samples an epoch trains on: its steps' whole batches."""
+    return np.asarray(_epoch_steps(dataset_length, batch_size) * batch_size, dtype=np.float64)
 
 
 def _over_epochs(profile: Profile, columns: Columns, step_rate: FloatArray,
@@ -772,8 +775,8 @@ def _over_epochs(profile: Profile, columns: Columns, step_rate: FloatArray,
     """
     batch = columns.batch_size.astype(np.float64)
     workers = columns.num_workers
+    steps = _epoch_steps(profile.dataset_length or 0, columns.batch_size)
     epoch = _epoch_samples(profile.dataset_length or 0, columns.batch_size)
-    steps = (epoch / batch).astype(np.int64)
     rounds, left = np.divmod(steps, np.maximum(1, workers))
     round_s = workers * batch / loader_rate
     left_rate = _loader_rates(profile, np.maximum(1, left), batch, stages)
