@@ -67,7 +67,8 @@ def test_mixed_precision_that_lost_in_the_profile_is_reported_as_measured_not_ad
     text = diagnose(baseline, best, [baseline, best], native, memory_limited=False,
                     profile=profile)
     assert "mixed precision does not pay for this model here" in text
-    assert "556 samples/s in bf16 against 639 in fp32" in text
+    # Read on each precision's curve: fp32's lone 639 at batch 96 reads as its neighbours.
+    assert "556 samples/s in bf16 against 564 in fp32" in text
     assert "would raise it" in text and "mixed precision (where" not in text
     assert "emulated" not in text and "rarely" not in text
     # Without bf16 instructions and without a profile, the CPU's lack of them is the reason.

@@ -22,7 +22,8 @@ from autotune.predict import (
     predict_space,
     ranking,
 )
-from autotune.predict._predict import loaded_at_once, running_median
+from autotune.predict._predict import loaded_at_once
+from autotune.predict._profile import running_median
 from autotune.recommend import TrialView, ceiling_sentence
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo, default_max_workers
 from autotune.tuner._profiled import Predictor, predicted_too_slow, seed_configs
@@ -249,6 +250,9 @@ def test_a_lone_step_point_off_its_curve_is_read_as_its_neighbours_say() -> None
         1718.0, 1718.0, 2026.0, 2026.0, 1700.0, 1441.0]
     spiked = make_profile({32: 1000.0, 64: 1800.0, 128: 1100.0}, {0: 1e9})
     assert _predicted(spiked, 64, 0) == pytest.approx(1100.0, rel=0.01)
+    # The ceiling the diagnosis quotes is read on the same curve: not the lone window.
+    best = spiked.best_step()
+    assert best is not None and (best.batch_size, best.samples_per_s) == (64, 1100.0)
 
 
 @given(st.lists(st.floats(min_value=1.0, max_value=1e6), min_size=1, max_size=12))

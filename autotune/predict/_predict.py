@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from autotune.predict._profile import LoaderPoint, Profile, StepPoint
+from autotune.predict._profile import LoaderPoint, Profile, StepPoint, step_curve
 from autotune.space import KNOBS, TORCH_DEFAULT_PREFETCH_FACTOR, Config, SearchSpace
 
 #: Which side bounds a prediction, by code in :attr:`Predictions.bound`.
@@ -95,23 +95,6 @@ def _interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> tuple[fl
     return ys[right - 1] + share * (ys[right] - ys[right - 1]), INTERPOLATED
 
 
-def running_median(values: Sequence[float]) -> list[float]:
-    """Each value but the first and last replaced by the median of itself and its two
-    neighbours (Tukey's running median of 3): a lone point off its curve is read as its
-    neighbours say, while a rise, a fall or a level shared by two points in a row stays.
-
-    The step's points are short windows (:data:`autotune.measure._profile.STEP_WINDOW_S`), one
-    per batch and sweep, and a busy machine moves one by tens of percent. On a 2-core EPYC a
-    default image-cnn job's profile read channels_last at 2,026, 2,278 and 1,700 samples/s at
-    batches 64, 96 and 128; its every predicted seed took batch 96, where its trials without
-    workers stepped at 1,626-2,082 samples/s, and at batches 64-192 at 1,600-1,683. Over five
-    jobs there (105 trials) the trials' median distance from their predictions fell from 23%
-    to 20% with the curve read this way (text-transformer's from 24% to 14%).
-    """
-    return [values[i] if i in (0, len(values) - 1) else sorted(values[i - 1:i + 2])[1]
-            for i in range(len(values))]
-
-
 def _step_part(profile: Profile, amp: str, channels_last: bool, batch: int) -> _Part:
     """The step alone at ``batch``: measured, interpolated, or borrowed from another precision."""
     points = profile.step_points(amp, channels_last)
@@ -125,7 +108,7 @@ def _step_part(profile: Profile, amp: str, channels_last: bool, batch: int) -> _
         return _Part(0.0, 0.0, BASE_UNCERTAINTY, out_of_memory=True)
     ran = [p for p in points if p.samples_per_s]
     batches = [float(p.batch_size) for p in ran]
-    rates = running_median([float(p.samples_per_s or 0.0) for p in ran])
+    rates = [float(p.samples_per_s or 0.0) for p in step_curve(ran)]
     if batch < batches[0]:
         # Per-step overheads dominate small batches: scale the smallest point down linearly,
         # a conservative guess.

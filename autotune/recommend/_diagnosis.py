@@ -249,7 +249,7 @@ def _mixed_precision_lost(profile: Profile | None) -> str | None:
     best = profile.best_step() if profile is not None else None
     if profile is None or best is None or best.amp != "off":
         return None
-    reduced = [p for p in profile.step if p.amp != "off" and p.samples_per_s]
+    reduced = [p for p in profile.step_curves() if p.amp != "off"]
     if not reduced:
         return None
     fastest = max(reduced, key=lambda p: p.samples_per_s or 0.0)
@@ -312,7 +312,8 @@ def ceiling_sentence(profile: Profile, best: TrialView) -> str | None:
         above = (": the profile underestimates this configuration"
                  if best.samples_per_s > ABOVE_THE_CEILING * lower else "")
         share = (f". At the recommendation's batch {best.config.batch_size} the profile "
-                 f"predicts the step alone at {step_at:,.0f} samples/s and the loader "
+                 f"predicts the step, taking in each batch, at {step_at:,.0f} samples/s and "
+                 f"the loader "
                  f"{loader} at {loader_at:,.0f}; the recommendation reaches "
                  f"{best.samples_per_s:,.0f} samples/s = {best.samples_per_s / lower:.0%} "
                  f"of the lower{above}")
