@@ -434,6 +434,25 @@ def test_at_the_ceiling_a_neighbour_that_gains_keeps_the_search_climbing() -> No
     assert state.measured == len(space.choices["batch_size"])
 
 
+def test_a_neighbour_faster_within_the_noise_starts_no_further_climb() -> None:
+    # Every larger batch reads 1% faster: within a trial's spread. The search climbs from the
+    # seed's neighbours once, and not on from the neighbour that read 1% above it.
+    space = SearchSpace(CPU, IMAGES, fixed={"amp": "off", "num_workers": 0},
+                        ranges={"batch_size": "16..128"})
+
+    def creeping(config: Config, phase: str, trial: optuna.Trial) -> Observation:
+        return Observation(100.0 * 1.01 ** space.choices["batch_size"].index(config.batch_size))
+
+    seed = Config(batch_size=48)
+    study = new_study(space, 100, seed=3)
+    state = SearchState(InfeasibleSet())
+    enqueue_candidates(study, space, [seed], "predicted", state)
+    run_search(study, space, state, creeping, 100, patience=6, ceiling=100.0)
+    assert state.at_ceiling and state.end_reason(100) == "ceiling"
+    assert state.refined == {seed.key()}
+    assert set(state.values) == {seed.key(), *(c.key() for c in space.adjacent(seed))}
+
+
 def test_before_converging_the_search_climbs_along_the_best_s_adjacent_configurations() -> None:
     # Faster with every larger batch and every extra worker: where the sampler gives up after
     # one proposal that gains nothing, the best's neighbours keep climbing to the corner.

@@ -151,7 +151,7 @@ def search_ending(counts: dict[str, Any]) -> str:
     if ended == "ceiling":
         return (f"; the search ended before its budget of {budget}: its best came within "
                 f"{1 - CEILING_SHARE:.0%} of the fastest the profile predicts and no neighbour "
-                "of it gained (--patience 0 measures them all)")
+                f"of it gained above {1 - CEILING_SHARE:.0%} (--patience 0 measures them all)")
     if ended == "exhausted":
         return "; the search tried every configuration it could"
     if ended == "stopped":

@@ -69,9 +69,11 @@ class SearchState:
     best: float = 0.0
     since_improvement: int = 0
     #: The configuration that measured ``best``, and the bests whose adjacent configurations
-    #: were queued before the search could end as converged.
+    #: were queued before the search could end as converged, the last of them at ``refined_at``
+    #: samples/s.
     best_config: Config | None = None
     refined: set[str] = field(default_factory=set)
+    refined_at: float = 0.0
 
     def remember(self, config: Config, observation: Observation) -> None:
         self.values[config.key()] = observation.value
@@ -190,11 +192,24 @@ def _queue_adjacent(study: optuna.Study, space: SearchSpace, state: SearchState)
     necessarily the batch or worker count next to its best: on a 2-core CPU, slow-storage's
     default job converged on batch 32 with 48 workers and prefetch 1, where batch 48 and
     prefetch 2 each trained faster in every paired round (benchmarks/RESULTS.md 1c).
+
+    The climb goes on from a new best only where it gained more than a trial's run-to-run
+    spread (``1 - CEILING_SHARE``, 5%) on the best climbed from before: a neighbour a little
+    faster is no evidence of a slope. On a 2-core EPYC with AVX-512 default image-cnn jobs
+    climbed on gains of 0.6-3.2%: one from batch 192 with 4 workers (3,672 samples/s) to 6
+    workers (3,725), then 6 workers 16 ahead (3,845), measuring neighbours to the end of its
+    budget (7 of its 20 trials), where its confirmation read two of them at 3,534 and 3,684
+    samples/s (medians of three runs each, in the other order); another from batch 384 with 2
+    workers (3,970) to batch 512 (4,069, +2.5%), then 3 workers (4,168, +2.4%), also to the end
+    of its budget.
     """
     best = state.best_config
     if best is None or best.key() in state.refined:
         return False
+    if state.refined and state.best <= state.refined_at * (2 - CEILING_SHARE):
+        return False
     state.refined.add(best.key())
+    state.refined_at = state.best
     return bool(enqueue_candidates(study, space, space.adjacent(best), "search", state))
 
 
