@@ -313,8 +313,7 @@ def ceiling_sentence(profile: Profile, best: TrialView) -> str | None:
                  if best.samples_per_s > ABOVE_THE_CEILING * lower else "")
         share = (f". At the recommendation's batch {best.config.batch_size} the profile "
                  f"predicts the step, taking in each batch, at {step_at:,.0f} samples/s and "
-                 f"the loader "
-                 f"{loader} at {loader_at:,.0f}; the recommendation reaches "
+                 f"the loader {loader} at {loader_at:,.0f}; the recommendation reaches "
                  f"{best.samples_per_s:,.0f} samples/s = {best.samples_per_s / lower:.0%} "
                  f"of the lower{above}")
     advice = _raise_ceiling(profile, loader_bounds=loader_at < step_at)
