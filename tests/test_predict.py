@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from autotune.predict import (
     Columns,
+    HeapPoint,
     LoaderPoint,
     MemoryModel,
     Profile,
@@ -340,6 +341,39 @@ def test_of_equal_predictions_the_allocator_the_profile_ran_with_leads() -> None
     assert retained < default
     seeds = seed_configs(predictions, space, 20, [space.baseline()])
     assert seeds[0] == Config(batch_size=64, retain_freed_memory=True)
+
+
+def test_glibcs_defaults_are_predicted_at_the_fresh_heap_ratio_of_their_precision() -> None:
+    """A trial with glibc's defaults faults its freed pages in again each step; the profile
+    timed that against retained memory per precision and scales those configurations' step,
+    the faulting time on one core. Where it timed both, only workers stay uncovered."""
+    profile = make_profile({32: 1000.0, 64: 2000.0}, {0: 1e6, 2: 1e6})
+    bf16 = [p.model_copy(update={"amp": "bf16", "samples_per_s": 2 * (p.samples_per_s or 0)})
+            for p in profile.step]
+    heap = [HeapPoint(amp="off", batch_size=32, ratio=0.8, faults_per_step=2000,
+                      retained_faults_per_step=3),
+            HeapPoint(amp="bf16", batch_size=32, ratio=0.5, faults_per_step=6000,
+                      retained_faults_per_step=3)]
+    timed = profile.model_copy(update={"step": [*profile.step, *bf16], "fresh_heap": heap,
+                                       "retained_freed_memory": True})
+    configs = [Config(batch_size=64, amp=amp, retain_freed_memory=retain)
+               for amp in ("off", "bf16") for retain in (True, False)]
+    steps = predict_configs(timed, configs).step_samples_per_s
+    assert steps[1] / steps[0] == pytest.approx(0.8)
+    assert steps[3] / steps[2] == pytest.approx(0.5)
+    # Where a precision was not timed (outpaced), the first precision's ratio stands in.
+    only_fp32 = timed.model_copy(update={"fresh_heap": heap[:1]})
+    steps = predict_configs(only_fp32, configs).step_samples_per_s
+    assert steps[3] / steps[2] == pytest.approx(0.8)
+    # An older profile, without the ratio, predicts both alike and marks glibc's uncertain.
+    older = timed.model_copy(update={"fresh_heap": []})
+    at = predict_configs(older, configs[:2])
+    assert at.step_samples_per_s[0] == at.step_samples_per_s[1]
+    assert at.uncovered_knobs(1) == {"retain_freed_memory"}
+    with_ratio = predict_configs(timed, [*configs[:2],
+                                         Config(batch_size=64, num_workers=2, prefetch_factor=1)])
+    assert with_ratio.uncovered_knobs(1) == frozenset()
+    assert with_ratio.uncovered_knobs(2) == {"retain_freed_memory"}
 
 
 def test_a_profile_predicts_the_biggest_space_quickly() -> None:

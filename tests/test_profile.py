@@ -140,6 +140,25 @@ def test_the_memory_model_predicts_which_batches_break_the_budget(workload_file)
     assert seeds and all(config.batch_size not in over for config in seeds)
 
 
+@pytest.mark.skipif(not glibc_malloc(), reason="glibc's malloc (Linux) hands freed memory back")
+def test_the_step_is_timed_in_a_fresh_heap_before_the_sweep_retains_freed_memory() -> None:
+    """A trial with glibc's defaults faults in the pages its last step freed, thousands a
+    step; the profile's one process, retaining freed memory, none. The profile times the
+    difference first, and the prediction scales glibc's configurations by it."""
+    profile, _ = profiled("builtin:image-cnn", 6, fixed={"num_workers": 0, "amp": "off"},
+                          ranges={"batch_size": "32,64"})
+    assert profile.retained_freed_memory
+    (heap,) = profile.fresh_heap
+    assert (heap.amp, heap.batch_size) == ("off", profile.loader_batch_size)
+    assert heap.faults_per_step > 100, heap
+    assert heap.retained_faults_per_step < heap.faults_per_step / 10, heap
+    assert 0 < heap.ratio <= 1
+    default, retained = predict_configs(profile, [
+        Config(batch_size=64), Config(batch_size=64, retain_freed_memory=True)]).step_samples_per_s
+    assert default == pytest.approx(heap.ratio * retained, rel=0.01)  # + receiving, copying
+    assert profile.public_dict()["fresh_heap"] == [heap.model_dump()]
+
+
 def autotune(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True,
                           text=True, timeout=600)
@@ -171,6 +190,7 @@ def test_a_profiled_job_stores_predicts_seeds_and_explains(tmp_path: Path, workl
     searched = document["search_space"]["searched"]
     assert ("retain_freed_memory" in searched) is glibc_malloc()
     assert document["profile"]["retained_freed_memory"] is glibc_malloc()
+    assert bool(document["profile"]["fresh_heap"]) is glibc_malloc()
     assert "profile (" in result.stdout
 
     # A resumed job reuses the stored profile: nothing is measured again.

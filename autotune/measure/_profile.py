@@ -29,7 +29,9 @@ the budget leaves out is predicted from its neighbours, with more uncertainty.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
+import resource
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -42,11 +44,15 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, default_collate
 
 from autotune.measure._batches import map_tensors, to_device
-from autotune.measure._host_allocator import release_freed_memory, retain_freed_memory
+from autotune.measure._host_allocator import (
+    glibc_malloc,
+    release_freed_memory,
+    retain_freed_memory,
+)
 from autotune.measure._host_memory import peak_rss_bytes, reset_peak_rss, tree_memory_bytes
 from autotune.measure._loop import _loader_length, build_loader, collect_setup_garbage
 from autotune.measure._step import TrainingStep, forward_loss
-from autotune.predict import LoaderPoint, MemoryModel, Profile, StepPoint
+from autotune.predict import HeapPoint, LoaderPoint, MemoryModel, Profile, StepPoint
 from autotune.space import TORCH_DEFAULT_PREFETCH_FACTOR, AmpMode, Config
 from autotune.workload import Workload
 
@@ -111,6 +117,10 @@ EXTENDED_WORKERS = (24, 32, 48, 64, 96, 128, 192, 256)
 #: Share of the step budget spent timing the step on fewer intra-op threads, where the space
 #: searches them: a few batches per precision and layout, smallest first, one window each.
 THREADS_SHARE = 0.2
+#: Seconds of each of the two windows :func:`profile_fresh_heap` times per heap (the fastest
+#: counts, as for the sweep's points): longer than a sweep's point, since one ratio scales
+#: every prediction of glibc's default heap.
+FRESH_HEAP_WINDOW_S = 0.3
 #: Share of the memory budget a step point may be predicted to need before the sweep stops.
 MEMORY_MARGIN = 0.9
 #: A precision/layout whose step kept fewer than this share of the cores another kept busy is
@@ -137,6 +147,10 @@ class ProfilePlan:
     #: Run with glibc keeping freed host memory (when the space holds that setting): the step
     #: sweep's one long-lived process then sees the heap a trial with it sees.
     retain_freed_memory: bool = False
+    #: The space holds glibc's default handling of freed memory: on a CPU with glibc, time the
+    #: step once in a fresh heap with it, then once retaining freed memory, and keep retaining
+    #: (see :func:`profile_fresh_heap`).
+    fresh_heap: bool = False
     #: Intra-op thread counts the space searches besides PyTorch's default (CPU only).
     intra_op_threads: Sequence[int] = ()
 
@@ -379,8 +393,87 @@ def _started_bench(workload: Workload, device: torch.device, source: _Batches, b
     return bench
 
 
+def _minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def _heap_window(bench: _StepBench, batch: Any, batch_size: int,
+                 floor: float = 0.0) -> tuple[float, float] | None:
+    """Samples/s of the median step and minor page faults per step over one window of
+    :data:`FRESH_HEAP_WINDOW_S` (three steps at least), after one untimed step; None, without
+    a window, where that step ran under ``floor`` samples/s."""
+    started = time.perf_counter()
+    bench.step(batch)
+    if batch_size / (time.perf_counter() - started) < floor:
+        return None
+    times: list[float] = []
+    faults = _minor_faults()
+    started = time.perf_counter()
+    while len(times) < 3 or time.perf_counter() - started < FRESH_HEAP_WINDOW_S:
+        step_started = time.perf_counter()
+        bench.step(batch)
+        times.append(time.perf_counter() - step_started)
+    return batch_size / statistics.median(times), (_minor_faults() - faults) / len(times)
+
+
+def _fastest_window(bench: _StepBench, batch: Any, batch_size: int,
+                    floor: float = 0.0) -> tuple[float, float] | None:
+    """The faster of :data:`STEP_PASSES` windows (as for every point); None as above."""
+    windows = []
+    for _ in range(STEP_PASSES):
+        window = _heap_window(bench, batch, batch_size, floor)
+        if window is None:
+            return None
+        windows.append(window)
+    return max(windows)
+
+
+def profile_fresh_heap(workload: Workload, device: torch.device, source: _Batches,
+                       plan: ProfilePlan) -> list[HeapPoint]:
+    """For each precision, how fast the step runs with glibc's default handling of freed
+    memory, as a share of its speed retaining it (see :class:`HeapPoint`); leaves this process
+    retaining freed memory.
+
+    Timed first, at the workload's batch and in the heap a trial starts with, then retaining,
+    so the sweep after it times what trials retaining freed memory see. On a 2-core EPYC
+    (image-cnn, batch 32, fp32) glibc's defaults faulted in 1,100-3,500 pages a step and
+    retained memory none, and trials with glibc's defaults ran at 0.73-0.81 of the sweep's
+    points (benchmarks/RESULTS.md 1b); text-transformer's bf16, whose autocast copies its
+    weights each step, lost more than its fp32 (0.87 against 0.97). The faster of two windows
+    counts on each side, as for every point. A precision whose first step runs under
+    :data:`OUTPACED_SHARE` of the first precision's speed is left out (bf16 where a CPU
+    emulates it: seconds a step); the prediction gives it the first precision's ratio.
+    """
+    batch_size = plan.loader_batch_size
+    benches = [(_StepBench(workload, device, amp, plan.channels_last[0]), amp)
+               for amp in plan.amp_modes]
+    batch = benches[0][0].on_device(source.make(batch_size))
+    release_freed_memory()
+    fresh: list[tuple[float, float] | None] = []
+    for bench, _ in benches:
+        first = fresh[0] if fresh else None
+        fresh.append(_fastest_window(bench, batch, batch_size,
+                                     OUTPACED_SHARE * first[0] if first else 0.0))
+    retain_freed_memory()
+    release_freed_memory()
+    points = []
+    for (bench, amp), own in zip(benches, fresh, strict=True):
+        retained = _fastest_window(bench, batch, batch_size) if own is not None else None
+        if own is not None and retained is not None:
+            points.append(HeapPoint(amp=amp, batch_size=batch_size,
+                                    ratio=min(1.0, own[0] / retained[0]),
+                                    faults_per_step=own[1], retained_faults_per_step=retained[1]))
+    return points
+
+
+def step_batches(workload: Workload, dataset: Any, plan: ProfilePlan) -> _Batches:
+    """The sample pool the step is timed on, for the plan's largest batch."""
+    return _Batches(workload, dataset, max(plan.batch_sizes))
+
+
 def profile_step(workload: Workload, dataset: Any, device: torch.device,
-                 plan: ProfilePlan) -> tuple[list[StepPoint], _Batches]:
+                 plan: ProfilePlan, source: _Batches | None = None,
+                 ) -> tuple[list[StepPoint], _Batches]:
     """Step points per precision/layout by ascending batch, within the step budget.
 
     The first sweep finds the batches that fit; the later sweeps time those again, and each
@@ -392,7 +485,7 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
     keeps up.
     """
     batch_sizes = sorted(plan.batch_sizes)
-    source = _Batches(workload, dataset, batch_sizes[-1])
+    source = source or step_batches(workload, dataset, plan)
     combos = [(amp, cl) for amp in plan.amp_modes for cl in plan.channels_last]
     points: list[StepPoint] = []
     bench = _started_bench(workload, device, source, batch_sizes[0], combos[0])
@@ -837,12 +930,23 @@ def _epoch_length(dataset: Any) -> int | None:
 def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Profile:
     """Measure the step alone and the loader alone (see the module's description)."""
     started = time.perf_counter()
-    if plan.retain_freed_memory:
+    budget_s = plan.step_budget_s + plan.loader_budget_s
+    fresh_heap = plan.fresh_heap and device.type == "cpu" and glibc_malloc()
+    if plan.retain_freed_memory and not fresh_heap:
         retain_freed_memory()
     torch.manual_seed(0)
     dataset = workload.dataset()
     cpu_count = os.cpu_count() or 1
-    step, source = profile_step(workload, dataset, device, plan)
+    source = step_batches(workload, dataset, plan)
+    heap: list[HeapPoint] = []
+    if fresh_heap:
+        collect_setup_garbage()
+        heap_started = time.perf_counter()
+        heap = profile_fresh_heap(workload, device, source, plan)
+        # Its seconds come out of the step's budget: the profile keeps to --profile-seconds.
+        plan = dataclasses.replace(plan, step_budget_s=max(
+            0.0, plan.step_budget_s - (time.perf_counter() - heap_started)))
+    step, source = profile_step(workload, dataset, device, plan, source)
     step_threads = profile_step_threads(workload, device, source, step, plan)
     collate = source.collate_seconds(plan.loader_batch_size)
     sample_bytes = source.sample_bytes()
@@ -877,7 +981,8 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         worker_memory_bytes=_worker_memory(loader),
         extra_workers=extended_workers(loader, grid_max),
         grid_max_workers=grid_max,
-        retained_freed_memory=plan.retain_freed_memory,
+        retained_freed_memory=plan.retain_freed_memory or bool(heap),
+        fresh_heap=heap,
         duration_s=time.perf_counter() - started,
-        budget_s=plan.step_budget_s + plan.loader_budget_s,
+        budget_s=budget_s,
     )

@@ -13,11 +13,19 @@ from autotune.predict._predict import (
     predict_space,
     ranking,
 )
-from autotune.predict._profile import LoaderPoint, MemoryModel, Profile, StepPoint, public_profile
+from autotune.predict._profile import (
+    HeapPoint,
+    LoaderPoint,
+    MemoryModel,
+    Profile,
+    StepPoint,
+    public_profile,
+)
 
 __all__ = [
     "BOUNDS",
     "Columns",
+    "HeapPoint",
     "LoaderPoint",
     "MemoryModel",
     "Predictions",

@@ -53,7 +53,8 @@ UNCOVERED_KNOB = {
     # The step sweep runs eagerly: a compiled step's speed (and its compile time) is unknown.
     "compile": 0.5,
     # The profile ran with or without glibc retaining freed memory; the other setting changes
-    # how many pages each step faults in afresh, by an amount only a trial shows.
+    # how many pages each step faults in afresh, by an amount only a trial shows (the step's,
+    # where the profile timed its fresh-heap ratio: then only the workers').
     "retain_freed_memory": 0.1,
 }
 #: The prefetch factor of the loader sweep (the profile times its fastest count again with
@@ -402,6 +403,11 @@ def predict_columns(profile: Profile, columns: Columns,
                 copy[where] = on.copy_s
             if model is not None:
                 memory[at_batch] = model.predict(float(batch))
+    # A step with glibc's defaults faults its freed pages in again each step (see
+    # :attr:`Profile.fresh_heap`): slower, by time counted on one core.
+    heap = _heap_scale(profile, columns)
+    faulting_s = (1.0 / heap - 1.0) / step_rate
+    step_rate, step_cpu, step_work = step_rate * heap, step_cpu + faulting_s, step_work + faulting_s
     loader_rate, loader_cpu, loader_unc, receive = _loader_columns(profile.loader,
                                                                    columns.num_workers)
 
@@ -815,6 +821,30 @@ def _loader_memory(profile: Profile, columns: Columns) -> FloatArray:
     return workers * profile.worker_memory_bytes + ahead
 
 
+def _heap_scale(profile: Profile, columns: Columns) -> FloatArray:
+    """The share of the profiled step's speed each configuration's heap allows: the
+    profile's fresh-heap ratio at its precision (the first timed where its own was not) where
+    it keeps glibc's defaults and the profile retained freed memory, else 1."""
+    scale = np.ones(len(columns))
+    if not profile.fresh_heap or not profile.retained_freed_memory:
+        return scale
+    ratios: dict[str, float] = {point.amp: point.ratio for point in profile.fresh_heap}
+    fallback = profile.fresh_heap[0].ratio
+    for index, amp in enumerate(_AMPS):
+        where = (columns.amp == index) & ~columns.retain_freed_memory
+        scale[where] = ratios.get(amp, fallback)
+    return scale
+
+
+def _heap_uncovered(profile: Profile, columns: Columns) -> BoolArray:
+    """Configurations whose handling of freed memory the profile did not time: with a
+    fresh-heap ratio, the step is timed both ways but the workers only as the profile ran."""
+    differs = columns.retain_freed_memory != profile.retained_freed_memory
+    if profile.fresh_heap:
+        differs &= columns.num_workers > 0
+    return differs
+
+
 def _uncovered_knobs(profile: Profile, columns: Columns) -> dict[str, BoolArray]:
     """For each knob of :data:`UNCOVERED_KNOB`, the configurations that set it otherwise than
     the profile ran it."""
@@ -828,7 +858,7 @@ def _uncovered_knobs(profile: Profile, columns: Columns) -> dict[str, BoolArray]
         "persistent_workers": columns.persistent_workers & has_workers,
         "prefetch_factor": has_workers & (columns.prefetch_factor != PROFILED_PREFETCH)
         & (columns.prefetch_factor != _timed_ahead(profile)),
-        "retain_freed_memory": columns.retain_freed_memory != profile.retained_freed_memory,
+        "retain_freed_memory": _heap_uncovered(profile, columns),
     }
 
 

@@ -137,6 +137,28 @@ class MemoryModel(BaseModel):
                    per_sample_bytes=slope, fitted_batches=sorted(int(b) for b in batches))
 
 
+class HeapPoint(BaseModel):
+    """The step at one batch and precision in a fresh process's heap with glibc's defaults,
+    against the same step retaining freed memory (``retain_freed_memory``).
+
+    A trial is a fresh process: with glibc's defaults it hands the top of its heap back to the
+    kernel after each step and faults those pages in again at the next. The profile's one
+    process, once its sweep has stepped larger batches, does not (glibc's thresholds have risen
+    past what a step frees), so its points are the speed of retained memory; the prediction
+    scales the step of configurations with glibc's defaults by :attr:`ratio`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    amp: AmpMode
+    batch_size: int
+    #: Samples/s with glibc's defaults over samples/s retaining freed memory (at most 1).
+    ratio: float
+    #: Minor page faults per step of each.
+    faults_per_step: float
+    retained_faults_per_step: float
+
+
 class Profile(BaseModel):
     """The step's capacity per batch/precision/layout, the loader's per worker count, and the
     memory each batch needs: the two bounds of every configuration."""
@@ -187,6 +209,11 @@ class Profile(BaseModel):
     grid_max_workers: int = 0
     #: The profile's process kept freed host memory (``retain_freed_memory``) while it ran.
     retained_freed_memory: bool = False
+    #: On a CPU with glibc, per precision: the step in a fresh process's heap with glibc's
+    #: defaults against the step retaining freed memory, timed before the sweep (which then
+    #: ran retaining it). Empty where the space holds only one setting, off a CPU with glibc,
+    #: and in older profiles.
+    fresh_heap: list[HeapPoint] = []
     duration_s: float = 0.0
     budget_s: float = 0.0
 
@@ -257,6 +284,10 @@ class Profile(BaseModel):
                         "per_sample_bytes": int(m.per_sample_bytes)} for m in self.memory],
             "extra_workers": list(self.extra_workers),
             "retained_freed_memory": self.retained_freed_memory,
+            "fresh_heap": [{"amp": p.amp, "batch_size": p.batch_size, "ratio": p.ratio,
+                            "faults_per_step": p.faults_per_step,
+                            "retained_faults_per_step": p.retained_faults_per_step}
+                           for p in self.fresh_heap],
             "duration_s": self.duration_s,
         }
 

@@ -46,6 +46,7 @@ def profile_plan(space: SearchSpace, memory_budget_bytes: int | None, host_budge
         step_budget_s=seconds / 2,
         loader_budget_s=seconds / 2,
         retain_freed_memory=True in choices["retain_freed_memory"],
+        fresh_heap=False in choices["retain_freed_memory"],
         intra_op_threads=[t for t in choices["intra_op_threads"] if t is not None],
     )
 
