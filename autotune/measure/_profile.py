@@ -13,6 +13,11 @@ kept: that one is timed once more after the others (:func:`short_of_cores`). Whe
 searches the step's intra-op threads (a CPU), the step is then timed on the other thread
 counts too, at its smaller batches, within a share of the step budget.
 
+**Fresh heap** (a CPU with glibc, where the space holds glibc's default handling of freed
+memory): before the sweep, the step is timed at the workload's batch in each precision in the
+heap a fresh trial starts with, then retaining freed memory, which the rest of the profile
+keeps (see :func:`profile_fresh_heap`).
+
 **Loader alone**: the DataLoader is built as a trial builds it and its batches are only pulled,
 never copied or used, for a rising number of workers. The sweep goes beyond the searched grid
 while the loader keeps scaling and the CPU and memory allow. Its fastest worker count and its
