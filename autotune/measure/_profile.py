@@ -15,8 +15,8 @@ counts too, at its smaller batches, within a share of the step budget.
 
 **Fresh heap** (a CPU with glibc, where the space holds glibc's default handling of freed
 memory): before the sweep, the step is timed at the workload's batch in each precision in the
-heap a fresh trial starts with, then retaining freed memory, which the rest of the profile
-keeps (see :func:`profile_fresh_heap`).
+heap a fresh trial starts with, in the space's first precision, then retaining freed memory,
+which the rest of the profile keeps (see :func:`profile_fresh_heap`).
 
 **Loader alone**: the DataLoader is built as a trial builds it and its batches are only pulled,
 never copied or used, for a rising number of workers. The sweep goes beyond the searched grid
@@ -402,15 +402,10 @@ def _minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def _heap_window(bench: _StepBench, batch: Any, batch_size: int,
-                 floor: float = 0.0) -> tuple[float, float] | None:
+def _heap_window(bench: _StepBench, batch: Any, batch_size: int) -> tuple[float, float]:
     """Samples/s of the median step and minor page faults per step over one window of
-    :data:`FRESH_HEAP_WINDOW_S` (three steps at least), after one untimed step; None, without
-    a window, where that step ran under ``floor`` samples/s."""
-    started = time.perf_counter()
+    :data:`FRESH_HEAP_WINDOW_S` (three steps at least), after one untimed step."""
     bench.step(batch)
-    if batch_size / (time.perf_counter() - started) < floor:
-        return None
     times: list[float] = []
     faults = _minor_faults()
     started = time.perf_counter()
@@ -421,54 +416,36 @@ def _heap_window(bench: _StepBench, batch: Any, batch_size: int,
     return batch_size / statistics.median(times), (_minor_faults() - faults) / len(times)
 
 
-def _fastest_window(bench: _StepBench, batch: Any, batch_size: int,
-                    floor: float = 0.0) -> tuple[float, float] | None:
-    """The faster of :data:`STEP_PASSES` windows (as for every point); None as above."""
-    windows = []
-    for _ in range(STEP_PASSES):
-        window = _heap_window(bench, batch, batch_size, floor)
-        if window is None:
-            return None
-        windows.append(window)
-    return max(windows)
+def _fastest_window(bench: _StepBench, batch: Any, batch_size: int) -> tuple[float, float]:
+    """The faster of :data:`STEP_PASSES` windows (as for every point)."""
+    return max(_heap_window(bench, batch, batch_size) for _ in range(STEP_PASSES))
 
 
 def profile_fresh_heap(workload: Workload, device: torch.device, source: _Batches,
                        plan: ProfilePlan) -> list[HeapPoint]:
-    """For each precision, how fast the step runs with glibc's default handling of freed
-    memory, as a share of its speed retaining it (see :class:`HeapPoint`); leaves this process
-    retaining freed memory.
+    """How fast the step runs with glibc's default handling of freed memory, as a share of its
+    speed retaining it (see :class:`HeapPoint`), in the space's first precision and layout (its
+    baseline's); leaves this process retaining freed memory.
 
     Timed first, at the workload's batch and in the heap a trial starts with, then retaining,
     so the sweep after it times what trials retaining freed memory see. On a 2-core EPYC
     (image-cnn, batch 32, fp32) glibc's defaults faulted in 1,100-3,500 pages a step and
     retained memory none, and trials with glibc's defaults ran at 0.73-0.81 of the sweep's
-    points (benchmarks/RESULTS.md 1b); text-transformer's bf16, whose autocast copies its
-    weights each step, lost more than its fp32 (0.87 against 0.97). The faster of two windows
-    counts on each side, as for every point. A precision whose first step runs under
-    :data:`OUTPACED_SHARE` of the first precision's speed is left out (bf16 where a CPU
-    emulates it: seconds a step); the prediction gives it the first precision's ratio.
+    points (benchmarks/RESULTS.md 1b). Only the first precision meets a fresh heap: once one
+    has stepped, glibc's thresholds have risen, and image-cnn's bf16 timed after its fp32
+    faulted 91 pages a step, not thousands. The faster of two windows counts on each side, as
+    for every point.
     """
     batch_size = plan.loader_batch_size
-    benches = [(_StepBench(workload, device, amp, plan.channels_last[0]), amp)
-               for amp in plan.amp_modes]
-    batch = benches[0][0].on_device(source.make(batch_size))
+    amp, channels_last = plan.amp_modes[0], plan.channels_last[0]
+    bench = _StepBench(workload, device, amp, channels_last)
+    batch = bench.on_device(source.make(batch_size))
     release_freed_memory()
-    fresh: list[tuple[float, float] | None] = []
-    for bench, _ in benches:
-        first = fresh[0] if fresh else None
-        fresh.append(_fastest_window(bench, batch, batch_size,
-                                     OUTPACED_SHARE * first[0] if first else 0.0))
+    fresh_rate, fresh_faults = _fastest_window(bench, batch, batch_size)
     retain_freed_memory()
-    release_freed_memory()
-    points = []
-    for (bench, amp), own in zip(benches, fresh, strict=True):
-        retained = _fastest_window(bench, batch, batch_size) if own is not None else None
-        if own is not None and retained is not None:
-            points.append(HeapPoint(amp=amp, batch_size=batch_size,
-                                    ratio=min(1.0, own[0] / retained[0]),
-                                    faults_per_step=own[1], retained_faults_per_step=retained[1]))
-    return points
+    kept_rate, kept_faults = _fastest_window(bench, batch, batch_size)
+    return [HeapPoint(amp=amp, batch_size=batch_size, ratio=min(1.0, fresh_rate / kept_rate),
+                      faults_per_step=fresh_faults, retained_faults_per_step=kept_faults)]
 
 
 def step_batches(workload: Workload, dataset: Any, plan: ProfilePlan) -> _Batches:

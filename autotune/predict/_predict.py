@@ -823,8 +823,9 @@ def _loader_memory(profile: Profile, columns: Columns) -> FloatArray:
 
 def _heap_scale(profile: Profile, columns: Columns) -> FloatArray:
     """The share of the profiled step's speed each configuration's heap allows: the
-    profile's fresh-heap ratio at its precision (the first timed where its own was not) where
-    it keeps glibc's defaults and the profile retained freed memory, else 1."""
+    profile's fresh-heap ratio at its precision (the first timed where its own was not: the
+    profile times only the first) where it keeps glibc's defaults and the profile retained
+    freed memory, else 1."""
     scale = np.ones(len(columns))
     if not profile.fresh_heap or not profile.retained_freed_memory:
         return scale

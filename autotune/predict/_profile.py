@@ -209,10 +209,10 @@ class Profile(BaseModel):
     grid_max_workers: int = 0
     #: The profile's process kept freed host memory (``retain_freed_memory``) while it ran.
     retained_freed_memory: bool = False
-    #: On a CPU with glibc, per precision: the step in a fresh process's heap with glibc's
-    #: defaults against the step retaining freed memory, timed before the sweep (which then
-    #: ran retaining it). Empty where the space holds only one setting, off a CPU with glibc,
-    #: and in older profiles.
+    #: On a CPU with glibc: the step in a fresh process's heap with glibc's defaults against the
+    #: step retaining freed memory, timed before the sweep (which then ran retaining it), in
+    #: the space's first precision (only the first meets a fresh heap). Empty where the space
+    #: holds only one setting, off a CPU with glibc, and in older profiles.
     fresh_heap: list[HeapPoint] = []
     duration_s: float = 0.0
     budget_s: float = 0.0
