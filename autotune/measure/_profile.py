@@ -14,9 +14,9 @@ searches the step's intra-op threads (a CPU), the step is then timed on the othe
 counts too, at its smaller batches, within a share of the step budget.
 
 **Fresh heap** (a CPU with glibc, where the space holds glibc's default handling of freed
-memory): before the sweep, the step is timed at the workload's batch in each precision in the
-heap a fresh trial starts with, in the space's first precision, then retaining freed memory,
-which the rest of the profile keeps (see :func:`profile_fresh_heap`).
+memory): before the sweep, the step is timed at the workload's batch in the space's first
+precision in the heap a fresh trial starts with, then retaining freed memory, which the rest of
+the profile keeps (see :func:`profile_fresh_heap`).
 
 **Loader alone**: the DataLoader is built as a trial builds it and its batches are only pulled,
 never copied or used, for a rising number of workers. The sweep goes beyond the searched grid
@@ -438,12 +438,17 @@ def profile_fresh_heap(workload: Workload, device: torch.device, source: _Batche
     """
     batch_size = plan.loader_batch_size
     amp, channels_last = plan.amp_modes[0], plan.channels_last[0]
-    bench = _StepBench(workload, device, amp, channels_last)
-    batch = bench.on_device(source.make(batch_size))
-    release_freed_memory()
-    fresh_rate, fresh_faults = _fastest_window(bench, batch, batch_size)
-    retain_freed_memory()
-    kept_rate, kept_faults = _fastest_window(bench, batch, batch_size)
+    try:
+        bench = _StepBench(workload, device, amp, channels_last)
+        batch = bench.on_device(source.make(batch_size))
+        release_freed_memory()
+        fresh_rate, fresh_faults = _fastest_window(bench, batch, batch_size)
+        retain_freed_memory()
+        kept_rate, kept_faults = _fastest_window(bench, batch, batch_size)
+    except Exception as exc:
+        if not _is_oom(exc):
+            raise
+        return []  # the sweep finds out what fits; the predictions go without the ratio
     return [HeapPoint(amp=amp, batch_size=batch_size, ratio=min(1.0, fresh_rate / kept_rate),
                       faults_per_step=fresh_faults, retained_faults_per_step=kept_faults)]
 
@@ -928,6 +933,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         # Its seconds come out of the step's budget: the profile keeps to --profile-seconds.
         plan = dataclasses.replace(plan, step_budget_s=max(
             0.0, plan.step_budget_s - (time.perf_counter() - heap_started)))
+        retain_freed_memory()  # set already unless the step ran out of memory
     step, source = profile_step(workload, dataset, device, plan, source)
     step_threads = profile_step_threads(workload, device, source, step, plan)
     collate = source.collate_seconds(plan.loader_batch_size)
@@ -963,7 +969,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         worker_memory_bytes=_worker_memory(loader),
         extra_workers=extended_workers(loader, grid_max),
         grid_max_workers=grid_max,
-        retained_freed_memory=plan.retain_freed_memory or bool(heap),
+        retained_freed_memory=plan.retain_freed_memory or fresh_heap,
         fresh_heap=heap,
         duration_s=time.perf_counter() - started,
         budget_s=budget_s,

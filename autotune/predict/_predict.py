@@ -406,7 +406,8 @@ def predict_columns(profile: Profile, columns: Columns,
     # A step with glibc's defaults faults its freed pages in again each step (see
     # :attr:`Profile.fresh_heap`): slower, by time counted on one core.
     heap = _heap_scale(profile, columns)
-    faulting_s = (1.0 / heap - 1.0) / step_rate
+    with np.errstate(divide="ignore", invalid="ignore"):
+        faulting_s = np.where(heap < 1.0, (1.0 / heap - 1.0) / step_rate, 0.0)
     step_rate, step_cpu, step_work = step_rate * heap, step_cpu + faulting_s, step_work + faulting_s
     loader_rate, loader_cpu, loader_unc, receive = _loader_columns(profile.loader,
                                                                    columns.num_workers)
