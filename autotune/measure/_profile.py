@@ -425,7 +425,8 @@ def profile_fresh_heap(workload: Workload, device: torch.device, source: _Batche
                        plan: ProfilePlan) -> list[HeapPoint]:
     """How fast the step runs with glibc's default handling of freed memory, as a share of its
     speed retaining it (see :class:`HeapPoint`), in the space's first precision and layout (its
-    baseline's); leaves this process retaining freed memory.
+    baseline's); this process retains freed memory from its second timing on (the caller sets
+    that where an out-of-memory error came first and no ratio is returned).
 
     Timed first, at the workload's batch and in the heap a trial starts with, then retaining,
     so the sweep after it times what trials retaining freed memory see. On a 2-core EPYC

@@ -284,10 +284,7 @@ class Profile(BaseModel):
                         "per_sample_bytes": int(m.per_sample_bytes)} for m in self.memory],
             "extra_workers": list(self.extra_workers),
             "retained_freed_memory": self.retained_freed_memory,
-            "fresh_heap": [{"amp": p.amp, "batch_size": p.batch_size, "ratio": p.ratio,
-                            "faults_per_step": p.faults_per_step,
-                            "retained_faults_per_step": p.retained_faults_per_step}
-                           for p in self.fresh_heap],
+            "fresh_heap": [p.model_dump() for p in self.fresh_heap],
             "duration_s": self.duration_s,
         }
 
