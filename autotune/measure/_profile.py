@@ -270,6 +270,25 @@ def _copied(bench: _StepBench, host_batch: Any) -> tuple[Any, float]:
     return on_device, fastest
 
 
+def _timed_steps(bench: _StepBench, batches: list[Any],
+                 window_s: float) -> tuple[list[float], float]:
+    """Steps over ``batches`` in turn, each timed (on CUDA synchronised: the step alone, with
+    no overlap to hide it), until at least three have run and ``window_s`` seconds have
+    passed; their times and the window's seconds."""
+    cuda = bench.device.type == "cuda"
+    started = time.perf_counter()
+    times: list[float] = []
+    while True:
+        step_started = time.perf_counter()
+        bench.step(batches[len(times) % len(batches)])
+        if cuda:
+            bench.synchronize()
+        now = time.perf_counter()
+        times.append(now - step_started)
+        if len(times) >= 3 and now - started >= window_s:
+            return times, now - started
+
+
 def _time_step(bench: _StepBench, batches: list[Any], batch_size: int,
                deadline: float) -> StepPoint:
     """One warm-up step, then steps for :data:`STEP_WINDOW_S` (at least three), each timed
@@ -284,18 +303,8 @@ def _time_step(bench: _StepBench, batches: list[Any], batch_size: int,
     bench.synchronize()
     process = psutil.Process()
     cpu_before = _cpu_seconds(process)
-    started = time.perf_counter()
-    times: list[float] = []
-    while True:
-        step_started = time.perf_counter()
-        bench.step(batches[len(times) % len(batches)])
-        if cuda:
-            bench.synchronize()
-        now = time.perf_counter()
-        times.append(now - step_started)
-        if len(times) >= 3 and now - started >= min(STEP_WINDOW_S, max(0.0, deadline - started)):
-            break
-    wall = time.perf_counter() - started
+    window_s = min(STEP_WINDOW_S, max(0.0, deadline - time.perf_counter()))
+    times, wall = _timed_steps(bench, batches, window_s)
     cpu = _cpu_seconds(process) - cpu_before
     memory = int(torch.cuda.max_memory_allocated(bench.device)) if cuda else peak_rss_bytes()
     return StepPoint(
@@ -406,13 +415,8 @@ def _heap_window(bench: _StepBench, batch: Any, batch_size: int) -> tuple[float,
     """Samples/s of the median step and minor page faults per step over one window of
     :data:`FRESH_HEAP_WINDOW_S` (three steps at least), after one untimed step."""
     bench.step(batch)
-    times: list[float] = []
     faults = _minor_faults()
-    started = time.perf_counter()
-    while len(times) < 3 or time.perf_counter() - started < FRESH_HEAP_WINDOW_S:
-        step_started = time.perf_counter()
-        bench.step(batch)
-        times.append(time.perf_counter() - step_started)
+    times, _ = _timed_steps(bench, [batch], FRESH_HEAP_WINDOW_S)
     return batch_size / statistics.median(times), (_minor_faults() - faults) / len(times)
 
 
