@@ -15,6 +15,7 @@ from autotune.space import Config
 from benchmarks._harness import GRID_BEST, TIE, TUNER, Run, WorkloadContext, describe, log
 from benchmarks._report import Section, number, ratio
 from benchmarks._tuner import DEFAULT_SPACE
+from benchmarks.predictions import PredictionCheck
 
 if TYPE_CHECKING:
     from benchmarks._results import WorkloadResults
@@ -79,25 +80,20 @@ def prediction_findings(name: str, grid: GridOutcome, tuner: TunerOutcome,
     ranking of the whole grid against the grid's measurements (Spearman's rank correlation)."""
     if tuner.profile is None:
         return [f"{name}: the tuner measured no profile; no prediction to check."]
-    ratios = [t.samples_per_s / t.predicted_samples_per_s for t in tuner.timings
-              if t.phase != "confirm" and t.samples_per_s and t.predicted_samples_per_s]
+    findings = PredictionCheck.of(tuner.timings).findings(name)
     measured = [grid.value(c) for c in grid.configs]
     predicted = predict_configs(tuner.profile, grid.configs, budget_bytes).samples_per_s
     usable = [i for i, (m, p) in enumerate(zip(measured, predicted, strict=True))
               if m > 0 and np.isfinite(p)]
-    words = [f"{name}: the profile predicted"]
-    if ratios:
-        words.append(f"its {len(ratios)} search trials at measured / predicted "
-                     f"{float(np.median(ratios)):.2f} (median; {min(ratios):.2f}-"
-                     f"{max(ratios):.2f}),")
     if len(usable) >= 3:
         rho = float(np.corrcoef(_ranks([measured[i] for i in usable]),
                                 _ranks([float(predicted[i]) for i in usable]))[0, 1])
         top = grid.configs[max(usable, key=lambda i: float(predicted[i]))]
-        words.append(f"and ranked the grid's {len(usable)} configurations with Spearman's "
-                     f"rho {rho:.2f} against their measurements; its predicted best "
-                     f"({describe(top)}) is number {grid.rank(top)} of the grid")
-    return [" ".join(words) + "."]
+        findings.append(f"{name}: the profile ranked the grid's {len(usable)} configurations "
+                        f"with Spearman's rho {rho:.2f} against their measurements; its "
+                        f"predicted best ({describe(top)}) is number {grid.rank(top)} of the "
+                        "grid.")
+    return findings
 
 
 #: Issue 8's targets: the pick reaches this share of the grid's best ...
@@ -215,11 +211,6 @@ def default_space_section(results: Sequence[WorkloadResults]) -> Section:
         out.findings.append(target_finding(
             result.name, relative, share, best="the reduced grid's best",
             grid="the default space's grid (estimated)"))
-        ratios = [t.samples_per_s / t.predicted_samples_per_s for t in tuner.timings
-                  if t.phase != "confirm" and t.samples_per_s and t.predicted_samples_per_s]
-        if ratios:
-            out.findings.append(
-                f"{result.name}: its {len(ratios)} search trials came in at measured / "
-                f"predicted {float(np.median(ratios)):.2f} (median; {min(ratios):.2f}-"
-                f"{max(ratios):.2f}). {tuner.verdict}")
+        out.findings.extend(PredictionCheck.of(tuner.timings).findings(result.name))
+        out.findings.append(f"{result.name}: {tuner.verdict}")
     return out

@@ -6,28 +6,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
-
 from autotune.predict import Profile
 from autotune.space import Config
-from autotune.store import Database, Job, Trial
+from autotune.store import Database, Job
 from autotune.tuner import TuneOptions, create_job, run_job
 from benchmarks._harness import WorkloadContext, describe, log
+from benchmarks.predictions import TrialTiming, job_timings
 
 #: The comparison's name for the tuner run as users run it: default options, default space.
 DEFAULT_SPACE = "autotune, default space"
-
-
-@dataclass(frozen=True)
-class TrialTiming:
-    """How one of the tuner's trial processes spent its time."""
-
-    phase: str
-    duration_s: float
-    window_s: float | None
-    #: The trial's measured samples/s (ok and not pruned), and what the profile predicted.
-    samples_per_s: float | None = None
-    predicted_samples_per_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -81,11 +68,8 @@ def _run(ctx: WorkloadContext, db: Database, options: TuneOptions) -> TunerOutco
     wall = time.monotonic() - started
     document = job.recommendation
     assert document is not None, f"tuning job {job_id} ended {job.status}: {job.error}"
+    timings = job_timings(db, job_id)
     with db.session() as session:
-        rows = session.scalars(select(Trial).where(Trial.job_id == job_id).order_by(Trial.number))
-        timings = [TrialTiming(r.phase, r.duration_s or 0.0, r.window_s,
-                               r.samples_per_s if r.outcome == "ok" and not r.pruned else None,
-                               r.predicted_samples_per_s) for r in rows]
         stored = session.get_one(Job, job_id).profile
     measured_profile = (Profile.model_validate(stored) if stored and "error" not in stored
                         else None)
