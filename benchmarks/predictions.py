@@ -153,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(f"job {job_id}: {len(timings)} trials")
     print(f"{'#':>3} {'phase':9} {'measured':>10} {'predicted':>10} {'m/p':>5}  configuration")
-    for number, t in enumerate(timings):
+    for number, t in enumerate(timings, start=1):  # as the CLI numbers them
         ratio = t.ratio
         print(f"{number:>3} {t.phase:9} {_number(t.samples_per_s):>10} "
               f"{_number(t.predicted_samples_per_s):>10} "
