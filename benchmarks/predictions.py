@@ -108,12 +108,19 @@ class PredictionCheck:
         if self.finalists:
             low, high = TARGET_BAND
             met = self.within == len(self.finalists)
-            each = "; ".join(f"{summary} ({value:.2f})" for summary, value, _ in self.finalists)
+            each = "; ".join(f"{summary} ({value:.2f}{_runs(ratios)})"
+                             for summary, value, ratios in self.finalists)
             words.append(
                 f"{name}: confirmed finalists at measured / predicted (median of each one's "
                 f"runs) {each}: {self.within} of {len(self.finalists)} within {low}-{high}, "
                 f"{'met' if met else '**NOT met**'}.")
         return words
+
+
+def _runs(ratios: Sequence[float]) -> str:
+    """A finalist's runs' own ratios, lowest to highest, where it ran more than once: how far
+    one run of it strays from the prediction on this machine."""
+    return f", runs {min(ratios):.2f}-{max(ratios):.2f}" if len(ratios) > 1 else ""
 
 
 def _spread(values: Sequence[float]) -> str:
