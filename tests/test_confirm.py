@@ -78,12 +78,54 @@ def test_a_candidate_far_behind_in_two_rounds_is_not_measured_again() -> None:
                      on_leave=lambda entry, saved: left.append((entry.config, saved)))
     assert result is not None
     assert result.winner.config == fast
-    assert asked.count(slow) == 2 and asked.count(fast) == 3 and asked.count(BASELINE) == 3
     assert left == [(slow, 1)]
     out = next(entry for entry in result.candidates if entry.config == slow)
     assert out.left_after_round == 2 and not out.finished
     assert out.left_because is not None and "15% slower than the fastest" in out.left_because
-    assert result.paired_ratios == [2.0, 210 / 101, 190 / 99]
+    # With bs 128 gone, bs 64 is ahead of all in both rounds and twice the baseline: decided.
+    assert asked.count(slow) == 2 and asked.count(fast) == 2 and asked.count(BASELINE) == 2
+    assert result.paired_ratios == [2.0, 210 / 101]
+
+
+def test_the_race_ends_once_both_answers_are_decided() -> None:
+    # bs 64 ran faster than bs 128 and more than 15% faster than the baseline in both rounds:
+    # a third round could not change the pick by its median, and is not run.
+    fast, second = Config(batch_size=64), Config(batch_size=128)
+    measure, asked = measured({BASELINE: [100, 100, 100], fast: [200, 190, 150],
+                               second: [180, 170, 250]})
+    told: list[tuple[int, int, str]] = []
+    result = confirm(BASELINE, [fast, second], 3, measure,
+                     on_decided=lambda *args: told.append(args))
+    assert result is not None and result.winner.config == fast
+    assert len(asked) == 6 and (result.rounds_run, result.rounds_planned) == (2, 3)
+    assert result.decided_because is not None and told == [(2, 3, result.decided_because)]
+    assert "faster than every other in each of the 2 rounds" in result.decided_because
+    assert all(entry.finished for entry in result.candidates)
+
+
+def test_a_gain_within_the_margin_of_the_baseline_runs_every_round() -> None:
+    # bs 64 led every round, but by no more than 15% over the baseline: the last round runs
+    # (where it loses one, the tie-break follows).
+    fast, second = Config(batch_size=64), Config(batch_size=128)
+    measure, asked = measured({BASELINE: [100, 100, 100], fast: [112, 114, 111],
+                               second: [105, 104, 106]})
+    result = confirm(BASELINE, [fast, second], 3, measure)
+    assert result is not None and result.winner.config == fast
+    assert len(asked) == 9 and result.rounds_run == 3 and result.decided_because is None
+
+
+def test_an_undecided_drop_in_answer_keeps_the_race_going() -> None:
+    # bs 256 wins clearly, but of the two that keep the baseline's 64 samples a step each led
+    # one round: the drop-in answer is not decided, so the third round runs.
+    baseline = Config(batch_size=64)
+    bigger = Config(batch_size=256)
+    accumulating = Config(batch_size=32, grad_accum_steps=2)
+    with_workers = Config(batch_size=64, num_workers=2)
+    measure, asked = measured({baseline: [100, 100, 100], bigger: [400, 400, 400],
+                               accumulating: [130, 125, 131], with_workers: [128, 131, 127]})
+    result = confirm(baseline, [bigger, accumulating, with_workers], 3, measure)
+    assert result is not None and result.rounds_run == 3 and len(asked) == 12
+    assert same_effective_batch_entry(result).config == accumulating
 
 
 def test_one_round_far_behind_is_no_evidence() -> None:
@@ -99,9 +141,10 @@ def test_one_round_far_behind_is_no_evidence() -> None:
 def test_a_candidate_within_the_margin_in_any_round_stays_to_the_end() -> None:
     fast, close = Config(batch_size=64), Config(batch_size=128)
     # Round 1: close is 10% behind; round 2: 25% behind. It did not trail by the margin in
-    # every round, so it runs all three (and loses on the median).
-    measure, asked = measured({BASELINE: [100, 100, 100], fast: [200, 200, 200],
-                               close: [180, 150, 240]})
+    # every round, so it runs all three (and loses on the median); fast leads the baseline by
+    # less than the margin, so two rounds do not decide the race.
+    measure, asked = measured({BASELINE: [100, 100, 100], fast: [110, 110, 110],
+                               close: [99, 82.5, 132]})
     result = confirm(BASELINE, [fast, close], 3, measure)
     assert result is not None
     assert asked.count(close) == 3
@@ -128,12 +171,14 @@ def test_the_fastest_that_keeps_the_effective_batch_stays_for_the_drop_in_answer
     keeping = Config(batch_size=32, grad_accum_steps=2)
     keeping_slower = Config(batch_size=16, grad_accum_steps=4)
     measure, asked = measured({baseline: [100, 100, 100], bigger: [400, 400, 400],
-                               keeping: [130, 130, 130], keeping_slower: [90, 90, 90]})
+                               keeping: [110, 110, 110], keeping_slower: [90, 90, 90]})
     result = confirm(baseline, [bigger, keeping, keeping_slower], 3, measure)
     assert result is not None
+    # bs 32 x 2 leads the baseline by less than the margin: the race runs its third round.
     assert asked.count(keeping) == 3
     assert asked.count(keeping_slower) == 2
     assert result.winner.config == bigger
+    assert same_effective_batch_entry(result).config == keeping
 
 
 def test_the_last_round_drops_nobody_and_one_round_races_nothing() -> None:
@@ -248,6 +293,15 @@ def test_race_invariants(table: list[list[float]], dominant: int, margin: float)
     if entries[dominant].median_run_samples_per_s > result.baseline.median_run_samples_per_s:
         assert result.winner.median_run_samples_per_s == entries[dominant].median_run_samples_per_s
     assert result.winner.finished
+    if result.decided_because is not None:
+        # Ended early: the winner led every other that ran every round, in each round, and
+        # the baseline by more than the margin.
+        assert result.rounds_run == 2 and len(asked) < 3 * len(configs)
+        finished = [e for e in result.candidates if e.finished and e is not result.winner]
+        for index, run in enumerate(result.winner.runs):
+            speed = run.samples_per_s or 0.0
+            assert all(speed > (other.runs[index].samples_per_s or 0.0) for other in finished)
+            assert speed > (1 + margin) * (result.baseline.runs[index].samples_per_s or 0.0)
     for entry in result.candidates:
         if entry.finished:
             continue
@@ -289,7 +343,7 @@ def test_a_real_run_stops_re_measuring_a_candidate_far_behind(tmp_path: Path) ->
     # Every sample sleeps 20 ms: with batch 8, one worker reads no faster than the baseline's
     # main process (about 50 samples/s) and four read about four times as fast. The top two
     # candidates are 4 workers and 1 worker; the second trails by about 75% in two rounds and
-    # leaves before the third.
+    # leaves before the third, which then is not run: 4 workers led every round, by far.
     out = tmp_path / "best.json"
     done = subprocess.run(
         [sys.executable, "-m", "autotune", "run", str(SLEEPY), "--range", "num_workers=0,1,4",
@@ -305,11 +359,14 @@ def test_a_real_run_stops_re_measuring_a_candidate_far_behind(tmp_path: Path) ->
     document = json.loads(out.read_text())
     assert document["config"]["num_workers"] == 4
     by_workers = {c["config"]["num_workers"]: c for c in document["candidates"]}
-    assert by_workers[4]["left_race"] is None and len(by_workers[4]["metrics"]["runs"]) == 3
+    assert by_workers[4]["left_race"] is None and len(by_workers[4]["metrics"]["runs"]) == 2
     left = by_workers[1]["left_race"]
     assert left is not None and left["after_round"] == 2, by_workers[1]
     assert "slower than the fastest in every round" in left["because"]
     assert len(by_workers[1]["metrics"]["runs"]) == 2
-    assert len(document["baseline"]["metrics"]["runs"]) == 3
+    assert len(document["baseline"]["metrics"]["runs"]) == 2
     assert "out of the confirmation after round 2" in done.stdout
-    assert document["trials"]["confirm"] == 8  # 3 + 3 + 2, not 3 x 3
+    assert "decided   after round 2" in done.stdout
+    assert document["confirmation_rounds"]["run"] == 2
+    assert document["confirmation_rounds"]["planned"] == 3
+    assert document["trials"]["confirm"] == 6  # 2 x 3, not 3 x 3

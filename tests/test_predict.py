@@ -254,6 +254,10 @@ def test_a_lone_step_point_off_its_curve_is_read_as_its_neighbours_say() -> None
     # The ceiling the diagnosis quotes is read on the same curve: not the lone window.
     best = spiked.best_step()
     assert best is not None and (best.batch_size, best.samples_per_s) == (64, 1100.0)
+    # The JSON shows both readings of each point, so the quoted ceiling can be found in it.
+    shown = {p["batch_size"]: (p["samples_per_s"], p["curve_samples_per_s"])
+             for p in spiked.public_dict()["step"]}
+    assert shown == {32: (1000.0, 1000.0), 64: (1800.0, 1100.0), 128: (1100.0, 1100.0)}
 
 
 @given(st.lists(st.floats(min_value=1.0, max_value=1e6), min_size=1, max_size=12))

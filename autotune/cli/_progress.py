@@ -126,6 +126,13 @@ class RichReporter(Reporter):
             task = next(task for task in self.progress.tasks if task.id == self.task)
             self.progress.update(self.task, total=max(0, (task.total or 0) - runs_saved))
 
+    def race_decided(self, rounds: int, runs_saved: int, reason: str) -> None:
+        self.console.print(f"     decided   after round {rounds}: {reason}; {runs_saved} "
+                           "re-measurements spared", style="dim", highlight=False)
+        if self.task is not None:
+            task = next(task for task in self.progress.tasks if task.id == self.task)
+            self.progress.update(self.task, total=max(0, (task.total or 0) - runs_saved))
+
     def tie_break_started(self, config: Config, rounds: int) -> None:
         self.console.print(f"     tie-break {describe_config(config)}: not faster than the "
                            f"baseline in every round; {rounds} more paired rounds decide",

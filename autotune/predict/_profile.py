@@ -251,10 +251,15 @@ class Profile(BaseModel):
         return max(self.loader, key=lambda p: p.samples_per_s) if self.loader else None
 
     def public_dict(self) -> dict[str, object]:
-        """The profile as the recommendation JSON shows it."""
+        """The profile as the recommendation JSON shows it: each step point as measured and
+        on its curve (``curve_samples_per_s``, see :func:`step_curve`), the rate the predictor
+        and the diagnosis read."""
+        curve = {(p.batch_size, p.amp, p.channels_last): p.samples_per_s
+                 for p in self.step_curves()}
         return {
             "step": [{"batch_size": p.batch_size, "amp": p.amp,
                       "channels_last": p.channels_last, "samples_per_s": p.samples_per_s,
+                      "curve_samples_per_s": curve.get((p.batch_size, p.amp, p.channels_last)),
                       "copy_s": p.copy_s, "peak_memory_bytes": p.peak_memory_bytes,
                       "out_of_memory": p.out_of_memory} for p in self.step],
             "step_threads": [{"threads": p.threads, "batch_size": p.batch_size, "amp": p.amp,

@@ -5,6 +5,13 @@ from the second on, a candidate that cannot become either answer any more leaves
 rounds that decide are spent on the configurations still in contention. The baseline runs
 every round, since every speedup is paired with it.
 
+The race also ends early, from the second round on, once both answers are decided: one candidate
+ran faster than every other in every round so far (paired) and more than the margin faster than
+the baseline, and, where it changes the effective batch, one of those that keep it did the same
+among them. A candidate ahead in every round is ahead on the mean of two; a further round would
+change the pick only if the machine turned against it there, and a gain within the margin of
+the baseline still gets every round (and the tie-break where it loses one).
+
 A winner that did not beat the baseline in every round is not taken on its median alone: it and
 the baseline run a tie-break of as many paired rounds again, and it stays the recommendation
 only if it was faster than the baseline in most of the paired rounds and on the median. A
@@ -27,6 +34,8 @@ LeaveFn = Callable[["CandidateRuns", int], None]
 #: Told when the winner and the baseline start a tie-break (the winner's configuration, the
 #: paired rounds added).
 TieBreakFn = Callable[[Config, int], None]
+#: Told when the race ends before its last round: the rounds run, the runs spared, and why.
+DecidedFn = Callable[[int, int, str], None]
 
 #: A candidate leaves the race once it ran more than this fraction slower than the leader in
 #: every round so far (paired within each round, so a drift of the machine between rounds does
@@ -98,6 +107,11 @@ class Confirmation:
     #: without a tie-break).
     tie_break_rounds: int = 0
     tie_break_candidate: CandidateRuns | None = None
+    #: Rounds the race ran (before any tie-break), of the most it could run, and why it ended
+    #: before them (None when it ran them all).
+    rounds_run: int = 0
+    rounds_planned: int = 0
+    decided_because: str | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -181,12 +195,14 @@ def confirm(
     on_leave: LeaveFn | None = None,
     tie_break_rounds: int | None = None,
     on_tie_break: TieBreakFn | None = None,
+    on_decided: DecidedFn | None = None,
 ) -> Confirmation | None:
     """Measure baseline and candidates up to ``rounds`` times each in fresh processes.
 
     Each round runs every configuration still in the race once, in an order rotated from the
     round before, so slow drifts of the machine (thermal, other load) fall on all of them alike.
-    Between rounds, candidates that can no longer win leave (see ``_leaving``). The winner is
+    Between rounds, candidates that can no longer win leave (see ``_leaving``), and the race
+    ends once both answers are decided (see ``_decided``). The winner is
     picked among those that ran every round, by its median throughput over a run of
     ``run_samples`` samples, compile time included. A winner that did not beat the baseline in
     every round goes to a tie-break against it (see ``_tie_break``; ``tie_break_rounds``
@@ -196,6 +212,7 @@ def confirm(
                for config in (baseline, *candidates)]
     base, others = entries[0], entries[1:]
     racing = list(entries)
+    rounds_run, decided = 0, None
     for round_index in range(rounds):
         shift = round_index % len(racing)
         for entry in racing[shift:] + racing[:shift]:
@@ -203,13 +220,20 @@ def confirm(
             if run is None:
                 return None
             entry.runs.append(run)
-        if round_index + 1 < rounds:
-            for entry, reason in _leaving(racing, base, race_margin,
-                                          judge_speed=round_index + 1 >= MIN_ROUNDS_TO_LEAVE):
-                entry.left_after_round, entry.left_because = round_index + 1, reason
-                if on_leave is not None:
-                    on_leave(entry, rounds - round_index - 1)
-            racing = [entry for entry in racing if entry.finished]
+        rounds_run = round_index + 1
+        if rounds_run == rounds:
+            break
+        judge = rounds_run >= MIN_ROUNDS_TO_LEAVE
+        for entry, reason in _leaving(racing, base, race_margin, judge_speed=judge):
+            entry.left_after_round, entry.left_because = rounds_run, reason
+            if on_leave is not None:
+                on_leave(entry, rounds - rounds_run)
+        racing = [entry for entry in racing if entry.finished]
+        decided = _decided(racing, base, race_margin) if judge else None
+        if decided is not None:
+            if on_decided is not None:
+                on_decided(rounds_run, (rounds - rounds_run) * len(racing), decided)
+            break
     usable = [entry for entry in others if entry.usable and entry.finished]
     winner = max(usable, key=lambda entry: entry.median_run_samples_per_s, default=base)
     if base.usable and winner.median_run_samples_per_s <= base.median_run_samples_per_s:
@@ -227,7 +251,52 @@ def confirm(
             winner = base
     ratios = _paired_ratios(winner, base) if winner is not base and base.usable else []
     return Confirmation(baseline=base, candidates=others, winner=winner, paired_ratios=ratios,
-                        tie_break_rounds=tie_broken, tie_break_candidate=tried)
+                        tie_break_rounds=tie_broken, tie_break_candidate=tried,
+                        rounds_run=rounds_run, rounds_planned=rounds, decided_because=decided)
+
+
+def _decided(racing: Sequence[CandidateRuns], baseline: CandidateRuns,
+             margin: float) -> str | None:
+    """Why no further round can change either answer, or None while one still can.
+
+    Decided when one candidate ran faster than every other still racing in every round so
+    far, and more than ``margin`` faster than the baseline (where its runs are usable): a gain
+    that close to the noise gets its last round, and the tie-break where it loses one; and,
+    where that candidate changes the baseline's effective batch, one of those that keep it
+    did the same among them (the drop-in answer). Also decided when only the baseline is left.
+    """
+    others = [entry for entry in racing if entry is not baseline]
+    if not others:
+        return "every candidate left, only the baseline is racing"
+    keeping = [entry for entry in others
+               if entry.config.effective_batch == baseline.config.effective_batch]
+    leader = _ahead_every_round(others)
+    if leader is None or not _clearly_ahead(leader, baseline, margin):
+        return None
+    if leader not in keeping and keeping:
+        keeper = _ahead_every_round(keeping)
+        if keeper is None or not _clearly_ahead(keeper, baseline, margin):
+            return None
+    return (f"one candidate ran faster than every other in each of the {len(leader.runs)} "
+            f"rounds, and more than {margin:.0%} faster than the baseline")
+
+
+def _clearly_ahead(entry: CandidateRuns, baseline: CandidateRuns, margin: float) -> bool:
+    """More than ``margin`` faster than ``baseline`` in every round (paired); True where the
+    baseline's runs are not usable (nothing to compare with)."""
+    return not baseline.usable or all(
+        entry.over_run(mine) > (1 + margin) * baseline.over_run(theirs)
+        for mine, theirs in zip(entry.runs, baseline.runs, strict=True))
+
+
+def _ahead_every_round(entries: Sequence[CandidateRuns]) -> CandidateRuns | None:
+    """The entry faster than every other of ``entries`` in every round (paired), if any."""
+    for entry in entries:
+        if all(entry.over_run(mine) > other.over_run(theirs)
+               for other in entries if other is not entry
+               for mine, theirs in zip(entry.runs, other.runs, strict=True)):
+            return entry
+    return None
 
 
 def _paired_ratios(entry: CandidateRuns, baseline: CandidateRuns) -> list[float]:

@@ -197,6 +197,11 @@ def build_document(
         # machine's own speed moved while the job ran (null with fewer than two runs each).
         "run_spread": _run_spread_entry(confirmation),
         "within_noise": confirmation.within_noise,
+        # The rounds the confirmation ran of the most it could, and why it ended before them
+        # (null when it ran them all).
+        "confirmation_rounds": {"run": confirmation.rounds_run,
+                                "planned": confirmation.rounds_planned,
+                                "decided_early": confirmation.decided_because},
         # The extra paired rounds of a winner that did not beat the baseline every round.
         "tie_break": _tie_break_entry(confirmation),
         "verdict": (speedup_sentence(confirmation) + compile_sentence(confirmation)

@@ -70,6 +70,7 @@ OPTIONAL: dict[str, str] = {
     "profile.step_threads": _LIST,
     "profile.loader": _LIST,
     "profile.memory": _LIST,
+    "confirmation_rounds": _DICT,
     "trials.search_budget": _INT,
     "trials.search_ended": _STR,
     "exports.environment": _DICT,

@@ -514,7 +514,8 @@ class _JobRun:
 
         confirmation = confirm(baseline, candidates, self.options.confirm_rounds, measure_once,
                                self.run_samples, on_leave=left,
-                               on_tie_break=self.reporter.tie_break_started)
+                               on_tie_break=self.reporter.tie_break_started,
+                               on_decided=self.reporter.race_decided)
         if confirmation is None:
             raise JobCancelled
         return confirmation
