@@ -139,7 +139,9 @@ def run(
     min_steps: MinStepsOption = _PLAN.min_steps,
     warmup_steps: WarmupStepsOption = _PLAN.warmup_steps,
     confirm_top: Annotated[int, typer.Option(help="Best candidates to re-measure.")] = 3,
-    confirm_rounds: Annotated[int, typer.Option(help="Re-measurements of each.")] = 3,
+    confirm_rounds: Annotated[int, typer.Option(
+        help="Re-measurements of each, at most (the race ends once its answers are decided)."
+    )] = 3,
     confirm_seconds: Annotated[float | None, typer.Option(
         help="Shortest timed window of a re-measurement (default: 2 x --min-seconds).")] = None,
     prune: Annotated[bool, typer.Option(help="Stop clearly slow trials early.")] = True,
