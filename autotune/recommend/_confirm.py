@@ -257,7 +257,7 @@ def confirm(
 
 def _decided(racing: Sequence[CandidateRuns], baseline: CandidateRuns,
              margin: float) -> str | None:
-    """Why no further round can change either answer, or None while one still can.
+    """Why both answers are decided, or None while either is not.
 
     Decided when one candidate ran faster than every other still racing in every round so
     far, and more than ``margin`` faster than the baseline (where its runs are usable): a gain

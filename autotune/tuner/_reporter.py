@@ -42,8 +42,8 @@ class Reporter:
         the confirmation runs ``runs_saved`` fewer re-measurements."""
 
     def race_decided(self, rounds: int, runs_saved: int, reason: str) -> None:
-        """The confirmation ended after ``rounds`` rounds, before its last, as no further
-        round could change its answers (``reason``): ``runs_saved`` fewer re-measurements."""
+        """The confirmation ended after ``rounds`` rounds, before its last, its answers
+        decided (``reason``): ``runs_saved`` fewer re-measurements."""
 
     def tie_break_started(self, config: Config, rounds: int) -> None:
         """The confirmation's winner did not beat the baseline every round: the two run
