@@ -122,24 +122,24 @@ class RichReporter(Reporter):
                        reason: str) -> None:
         self.console.print(f"     left      {describe_config(config)}: out of the confirmation "
                            f"after round {after_round}, {reason}", style="dim", highlight=False)
-        if self.task is not None:
-            task = next(task for task in self.progress.tasks if task.id == self.task)
-            self.progress.update(self.task, total=max(0, (task.total or 0) - runs_saved))
+        self._add_to_total(-runs_saved)
 
     def race_decided(self, rounds: int, runs_saved: int, reason: str) -> None:
         self.console.print(f"     decided   after round {rounds}: {reason}; {runs_saved} "
                            "re-measurements spared", style="dim", highlight=False)
-        if self.task is not None:
-            task = next(task for task in self.progress.tasks if task.id == self.task)
-            self.progress.update(self.task, total=max(0, (task.total or 0) - runs_saved))
+        self._add_to_total(-runs_saved)
 
     def tie_break_started(self, config: Config, rounds: int) -> None:
         self.console.print(f"     tie-break {describe_config(config)}: not faster than the "
                            f"baseline in every round; {rounds} more paired rounds decide",
                            style="dim", highlight=False)
+        self._add_to_total(2 * rounds)
+
+    def _add_to_total(self, runs: int) -> None:
+        """Grow (or, with fewer runs left to make, shrink) the phase's progress bar."""
         if self.task is not None:
             task = next(task for task in self.progress.tasks if task.id == self.task)
-            self.progress.update(self.task, total=(task.total or 0) + 2 * rounds)
+            self.progress.update(self.task, total=max(0, (task.total or 0) + runs))
 
     def trial_skipped(self, config: Config, reason: str) -> None:
         self.console.print(f"     skipped   {describe_config(config)}: not run, {reason}",

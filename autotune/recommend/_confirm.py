@@ -285,8 +285,7 @@ def _clearly_ahead(entry: CandidateRuns, baseline: CandidateRuns, margin: float)
     """More than ``margin`` faster than ``baseline`` in every round (paired); True where the
     baseline's runs are not usable (nothing to compare with)."""
     return not baseline.usable or all(
-        entry.over_run(mine) > (1 + margin) * baseline.over_run(theirs)
-        for mine, theirs in zip(entry.runs, baseline.runs, strict=True))
+        ratio > 1 + margin for ratio in _paired_ratios(entry, baseline))
 
 
 def _ahead_every_round(entries: Sequence[CandidateRuns]) -> CandidateRuns | None:
