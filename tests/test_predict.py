@@ -703,6 +703,28 @@ def test_the_predicted_best_with_workers_is_seeded_on_each_thread_count() -> Non
         best.key()]
 
 
+def test_the_predicted_best_that_keeps_the_effective_batch_is_seeded_for_the_drop_in_answer(
+) -> None:
+    # The step is fastest at large batches, so the predicted best seeds all change the
+    # user's effective batch of 32; the drop-in answer needs a measured configuration whose
+    # batch divides it, and the profile names the fastest of those (batch 32 beats 16).
+    space = small_space(ranges={"batch_size": "16,32,64,128,256", "num_workers": "0,2"})
+    profile = make_profile({16: 200.0, 32: 300.0, 64: 500.0, 128: 700.0, 256: 800.0},
+                           {0: 1e6, 2: 1e6})
+    predictions = predict_space(profile, space)
+    baseline = space.baseline()
+    assert baseline.effective_batch == 32
+    without = seed_configs(predictions, space, 6, [baseline])
+    assert without and all(32 % seed.batch_size for seed in without)
+    seeds = seed_configs(predictions, space, 6, [baseline], keeping_batch=32)
+    keepers = [seed for seed in seeds if 32 % seed.batch_size == 0]
+    assert [seed.key() for seed in seeds[:len(without)]] == [seed.key() for seed in without]
+    assert len(keepers) == 1 and keepers[0].batch_size == 32
+    assert keepers[0].key() != baseline.key()
+    # Where a predicted best already keeps it, no second keeper is spent on it.
+    assert seed_configs(predictions, space, 6, [baseline], keeping_batch=256) == without
+
+
 def test_a_thread_count_is_compared_with_the_threads_the_sweep_ran_on_not_the_cpus() -> None:
     # Eight cores of two threads each: PyTorch's default is 8 of 16 CPUs. Eight threads is
     # that default, not half of the machine; four is half of it.

@@ -417,8 +417,11 @@ class _JobRun:
         enqueue_first_trials(study, space)
         predictions = None if self.predictor is None else self.predictor.all()
         if fresh and predictions is not None:
+            # Where the search may change the effective batch, the drop-in answer keeps it.
+            keeping_batch = (None if self.options.effective_batch is not None
+                             else space.baseline().effective_batch)
             seeds = seed_configs(predictions, space, self.options.n_trials,
-                                 [space.baseline(), space.checklist()])
+                                 [space.baseline(), space.checklist()], keeping_batch)
             enqueue_candidates(study, space, seeds, PREDICTED_PHASE, state)
         # The profile's ceiling: the fastest it predicts for a configuration that fits.
         fastest = [] if predictions is None else ranking(predictions, space, 1)
