@@ -246,11 +246,10 @@ def _fixed_cost_evidence(profile: Profile, step: StepPoint) -> str | None:
 def _mixed_precision_lost(profile: Profile | None) -> str | None:
     """"X samples/s at best in bf16 against Y in fp32" when the profile stepped in a reduced
     precision and fp32 stayed the fastest; None when it did not measure one, or one won."""
-    best = profile.best_step() if profile is not None else None
-    if profile is None or best is None or best.amp != "off":
-        return None
-    reduced = [p for p in profile.step_curves() if p.amp != "off"]
-    if not reduced:
+    curves = profile.step_curves() if profile is not None else []
+    best = max(curves, key=lambda p: p.samples_per_s or 0.0, default=None)
+    reduced = [p for p in curves if p.amp != "off"]
+    if best is None or best.amp != "off" or not reduced:
         return None
     fastest = max(reduced, key=lambda p: p.samples_per_s or 0.0)
     return (f"the step alone reached at best {fastest.samples_per_s:,.0f} samples/s in "
