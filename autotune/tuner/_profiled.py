@@ -164,7 +164,8 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
             taken += 1
 
     # Enough of the ranking to find the best few distinct points past the variants of each.
-    take(predictions.best(len(predictions)), best_count, distinct_profiled=True)
+    ranked = predictions.best(len(predictions))
+    take(ranked, best_count, distinct_profiled=True)
     for twin in _thread_twins(predictions, space):
         if len(chosen) < room and twin.key() not in seen:
             seen.add(twin.key())
@@ -175,9 +176,8 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
         # effective batch: without this seed only the search's detours reach one (a default
         # text-transformer job's was batch 16 with six workers at 1.05x the baseline, where
         # the profile predicts its batch 32 with freed memory retained near the best).
-        keeps = [index for index in predictions.best(len(predictions))
-                 if keeping_batch % int(predictions.columns.batch_size[index]) == 0]
-        take(keeps, 1)
+        keeps = keeping_batch % predictions.columns.batch_size == 0
+        take((index for index in ranked if keeps[index]), 1)
     among = max(1, int(len(predictions) * UNCERTAIN_AMONG_SHARE))
     # Each explores knobs the profile did not run that no other does: a second compiled seed
     # cost a CPU job 35 s to learn what the first had shown (compile is the least known knob,
