@@ -27,7 +27,12 @@ from autotune.predict._predict import loaded_at_once
 from autotune.predict._profile import running_median
 from autotune.recommend import TrialView, ceiling_sentence
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo, default_max_workers
-from autotune.tuner._profiled import Predictor, predicted_too_slow, seed_configs
+from autotune.tuner._profiled import (
+    Predictor,
+    measured_scales,
+    predicted_too_slow,
+    seed_configs,
+)
 
 CPU = DeviceInfo(type="cpu", name="test cpu", memory_bytes=16 * 2**30, cpu_count=2,
                  bf16_supported=True)
@@ -378,6 +383,40 @@ def test_glibcs_defaults_are_predicted_at_the_fresh_heap_ratio_of_their_precisio
                                          Config(batch_size=64, num_workers=2, prefetch_factor=1)])
     assert with_ratio.uncovered_knobs(1) == frozenset()
     assert with_ratio.uncovered_knobs(2) == {"retain_freed_memory"}
+
+
+def test_the_ceiling_takes_the_scale_the_covered_trials_ran_at() -> None:
+    """The profile's few tenths of a second per point read the machine in one moment; the
+    trials it covers tell the scale, per handling of freed memory, and a knob it did not time
+    (torch.compile) is no error of its scale."""
+    space = SearchSpace(CPU.model_copy(update={"glibc_malloc": True}), TOKENS,
+                        fixed={"amp": "off", "intra_op_threads": None},
+                        ranges={"batch_size": "32,64", "num_workers": "0"})
+    profile = make_profile({32: 1000.0, 64: 2000.0}, {0: 1e6}).model_copy(update={
+        "retained_freed_memory": True,
+        "fresh_heap": [HeapPoint(amp="off", batch_size=32, ratio=0.8, faults_per_step=2000,
+                                 retained_faults_per_step=3)]})
+    predictor = Predictor(profile, space, None)
+    top = ranking(predictor.all(), space)[0][1]
+    assert predictor.ceiling([]) == pytest.approx(top)
+
+    def at(config: Config, share: float) -> tuple[Config, float]:
+        return config, share * (predictor.samples_per_s(config) or 0.0)
+
+    retained32 = Config(batch_size=32, retain_freed_memory=True)
+    retained64 = Config(batch_size=64, retain_freed_memory=True)
+    compiled = Config(batch_size=64, retain_freed_memory=True, compile="default")
+    baseline = Config(batch_size=32)
+    # Only the baseline (glibc's defaults) measured: every setting takes its scale.
+    assert predictor.ceiling([at(baseline, 0.5)]) == pytest.approx(0.5 * top)
+    # Retained trials at 0.9 and 0.7 of their predictions: the retained scale is their median,
+    # the baseline's stays its own; a compiled trial at three times its prediction and a
+    # failed one (0 samples/s) count for nothing.
+    measured = [at(baseline, 0.5), at(retained32, 0.9), at(retained64, 0.7),
+                at(compiled, 3.0), (Config(batch_size=64), 0.0)]
+    assert measured_scales(profile, measured) == {True: pytest.approx(0.8),
+                                                  False: pytest.approx(0.5)}
+    assert predictor.ceiling(measured) == pytest.approx(0.8 * top)
 
 
 def test_a_profile_predicts_the_biggest_space_quickly() -> None:

@@ -391,7 +391,8 @@ def _plateau_search(ceiling: float | None, peak: Config,
     state = SearchState(InfeasibleSet())
     enqueue_candidates(study, space, [Config(batch_size=32, num_workers=1), peak], "predicted",
                        state)
-    run_search(study, space, state, measure, 30, patience=5, ceiling=ceiling)
+    run_search(study, space, state, measure, 30, patience=5,
+               ceiling=None if ceiling is None else lambda: ceiling)
     return state, space
 
 
@@ -437,7 +438,7 @@ def test_at_the_ceiling_a_neighbour_that_gains_keeps_the_search_climbing() -> No
     study = new_study(space, 100, seed=3)
     state = SearchState(InfeasibleSet())
     enqueue_candidates(study, space, [Config(batch_size=16)], "predicted", state)
-    run_search(study, space, state, rising, 100, patience=6, ceiling=101.0)
+    run_search(study, space, state, rising, 100, patience=6, ceiling=lambda: 101.0)
     assert state.best_config == Config(batch_size=24)
     assert state.at_ceiling and state.end_reason(100) == "ceiling"
     assert set(state.values) == {Config(batch_size=b).key() for b in (16, 24, 32)}
@@ -459,7 +460,7 @@ def test_a_neighbour_faster_within_the_noise_starts_no_further_climb() -> None:
     study = new_study(space, 100, seed=3)
     state = SearchState(InfeasibleSet())
     enqueue_candidates(study, space, [seed], "predicted", state)
-    run_search(study, space, state, creeping, 100, patience=6, ceiling=100.0)
+    run_search(study, space, state, creeping, 100, patience=6, ceiling=lambda: 100.0)
     assert state.at_ceiling and state.end_reason(100) == "ceiling"
     assert state.refined == {seed.key()}
     assert set(state.values) == {seed.key(), *(c.key() for c in space.adjacent(seed))}

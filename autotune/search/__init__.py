@@ -6,6 +6,7 @@ from autotune.search._pruner import clearly_slow, compile_allowance, completed_v
 from autotune.search._search import (
     CEILING_SHARE,
     MIN_IMPROVEMENT,
+    CeilingFn,
     MeasureFn,
     Observation,
     SearchState,
@@ -22,6 +23,7 @@ from autotune.search._warmup_pruner import hopeless_in_warmup
 __all__ = [
     "CEILING_SHARE",
     "MIN_IMPROVEMENT",
+    "CeilingFn",
     "InfeasibleSet",
     "MeasureFn",
     "Observation",

@@ -44,6 +44,9 @@ SkipFn = Callable[[Config, str], None]
 #: Why a proposal is not worth measuring beside the best configuration measured so far and its
 #: value, or None.
 JudgeFn = Callable[[Config, Config, float], str | None]
+#: The fastest samples/s the profile predicts anywhere in the space, as the trials measured so
+#: far scale it, or None.
+CeilingFn = Callable[[], float | None]
 
 
 @dataclass
@@ -239,7 +242,7 @@ def run_search(
     seed: int = 0,
     patience: int = 0,
     predicted_slow: JudgeFn | None = None,
-    ceiling: float | None = None,
+    ceiling: CeilingFn | None = None,
 ) -> SearchState:
     """Measure configurations until ``n_trials`` have been measured (resumed ones included).
 
@@ -250,9 +253,10 @@ def run_search(
     configurations adjacent to the best along the ordered knobs are queued (once per best);
     one of them that improves on it starts the count again. 0: the whole budget.
     With ``patience`` and a ``ceiling`` (the fastest samples/s the profile predicts anywhere in
-    the space), the search also ends that way, without waiting out the count, once the best is
-    within :data:`CEILING_SHARE` of the ceiling (``state.at_ceiling``; see :func:`at_ceiling`):
-    from there it only climbs along the best's neighbours while one gains.
+    the space, on the scale the trials so far ran at: asked again after each measurement), the
+    search also ends that way, without waiting out the count, once the best is within
+    :data:`CEILING_SHARE` of the ceiling (``state.at_ceiling``; see :func:`at_ceiling`): from
+    there it only climbs along the best's neighbours while one gains.
 
     A configuration already measured is never measured again, and the study is told each
     measurement once: a repeated proposal is closed as failed (``duplicate_of`` names what it
@@ -268,13 +272,15 @@ def run_search(
     """
     fruitless = 0
     ordinal = ordinal_params(study, space)
+    reached, reached_at = False, -1
     while state.measured < n_trials:
         if should_stop is not None and should_stop():
             break
         if getattr(study.sampler, "exhausted", False):
             state.exhausted = True
             break
-        reached = at_ceiling(state.best, ceiling)
+        if ceiling is not None and reached_at != state.measured:
+            reached, reached_at = at_ceiling(state.best, ceiling()), state.measured
         if patience and (state.since_improvement >= patience or reached) \
                 and not _queued(study):
             if not _queue_adjacent(study, space, state):

@@ -15,7 +15,6 @@ from sqlalchemy.orm import Session
 
 from autotune.errors import AutotuneError, ConfigError, NoFeasibleConfigError
 from autotune.measure import device_identity, fingerprint_differences
-from autotune.predict import ranking
 from autotune.recommend import (
     CandidateRuns,
     Confirmation,
@@ -356,6 +355,13 @@ class _JobRun:
                                   compile_lower_bound(self.shortest_compile_s, config.compile),
                                   self.run_samples, best_config)
 
+    def _ceiling(self) -> float | None:
+        """The profile's ceiling (the fastest it predicts for a configuration that fits) on
+        the scale this job's trials measured it (see :meth:`Predictor.ceiling`)."""
+        assert self.predictor is not None
+        return self.predictor.ceiling([(record.config, record.samples_per_s or 0.0)
+                                       for record in self._searched_records() if record.usable])
+
     def _confirm_estimate_s(self, entries: int) -> float:
         """Seconds to confirm ``entries`` configurations (the baseline included)."""
         typical = statistics.median(self.durations) if self.durations else 10.0
@@ -423,8 +429,6 @@ class _JobRun:
             seeds = seed_configs(predictions, space, self.options.n_trials,
                                  [space.baseline(), space.checklist()], keeping_batch)
             enqueue_candidates(study, space, seeds, PREDICTED_PHASE, state)
-        # The profile's ceiling: the fastest it predicts for a configuration that fits.
-        fastest = [] if predictions is None else ranking(predictions, space, 1)
         self.reporter.phase_started("search", self.options.n_trials)
         baseline = off_grid_baseline(space, state)
         if baseline is not None:
@@ -437,7 +441,7 @@ class _JobRun:
             on_skip=self.reporter.trial_skipped, should_stop=self._out_of_time,
             seed=self.options.seed, patience=self.options.patience,
             predicted_slow=None if self.predictor is None else self._predicted_slow,
-            ceiling=fastest[0][1] if fastest else None,
+            ceiling=None if self.predictor is None else self._ceiling,
         )
         if self.cancel.is_set():
             raise JobCancelled

@@ -3,9 +3,13 @@ configuration, and seed the search with the predicted best and the least known."
 
 from __future__ import annotations
 
+import statistics
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
 
 from autotune.measure import ProfilePlan
 from autotune.predict import Predictions, Profile, predict_configs, predict_space, ranking
@@ -110,11 +114,56 @@ class Predictor:
     def all(self) -> Predictions:
         return predict_space(self.profile, self.space, self.memory_budget_bytes)
 
+    @cached_property
+    def _of_space(self) -> Predictions:
+        return self.all()
+
+    def ceiling(self, measured: Sequence[tuple[Config, float]]) -> float | None:
+        """The fastest samples/s the profile predicts for a configuration that fits, on the
+        scale its trials ran at (see :func:`measured_scales`); None where nothing fits.
+
+        The profile times each point for a fraction of a second, in one moment of a machine
+        whose speed moves by a fifth within minutes: a 2-core EPYC's profiles two minutes apart
+        read text-transformer's step 19% apart, and a default job whose profile read 10% under
+        its trials took the best above the ceiling for a knob the profile mispredicts, ran its
+        whole budget and took 393 s (benchmarks/RESULTS.md 1b). Its trials tell the scale.
+        """
+        predictions = self._of_space
+        scales = measured_scales(self.profile, measured, self.memory_budget_bytes)
+        retained = predictions.columns.retain_freed_memory
+        scale = np.where(retained, scales.get(True, 1.0), scales.get(False, 1.0))
+        rate = np.where(predictions.over_memory, -np.inf, predictions.samples_per_s * scale)
+        top = float(rate.max()) if len(rate) else -np.inf
+        return top if np.isfinite(top) else None
+
     def samples_per_s(self, config: Config) -> float | None:
         """The predicted samples/s of one configuration (on the grid or off it)."""
         value = float(predict_configs(self.profile, [config],
                                       self.memory_budget_bytes).samples_per_s[0])
         return value if value == value and value != float("inf") else None
+
+
+def measured_scales(profile: Profile, measured: Sequence[tuple[Config, float]],
+                    memory_budget_bytes: int | None = None) -> dict[bool, float]:
+    """Measured / predicted samples/s of the trials the profile covers (no knob set otherwise
+    than it ran them: a compiled trial's gain is no error of its scale), median per handling
+    of freed memory (``retain_freed_memory``: glibc's defaults are timed in a fresh heap once,
+    and how often glibc hands the heap back differs between processes), each setting without
+    such a trial taking the median of all; empty before any covered trial."""
+    runs = [(config, value) for config, value in measured if value > 0]
+    if not runs:
+        return {}
+    predictions = predict_configs(profile, [config for config, _ in runs], memory_budget_bytes)
+    ratios: dict[bool, list[float]] = {True: [], False: []}
+    for index, (config, value) in enumerate(runs):
+        predicted = float(predictions.samples_per_s[index])
+        if predictions.uncovered_knobs(index) or not 0 < predicted < float("inf"):
+            continue
+        ratios[config.retain_freed_memory].append(value / predicted)
+    pooled = ratios[True] + ratios[False]
+    if not pooled:
+        return {}
+    return {retained: statistics.median(own or pooled) for retained, own in ratios.items()}
 
 
 #: The knobs the profile measures. Configurations that differ only in others (prefetch,
