@@ -392,7 +392,7 @@ def _plateau_search(ceiling: float | None, peak: Config,
     enqueue_candidates(study, space, [Config(batch_size=32, num_workers=1), peak], "predicted",
                        state)
     run_search(study, space, state, measure, 30, patience=5,
-               ceiling=None if ceiling is None else lambda: ceiling)
+               ceiling=None if ceiling is None else lambda: (ceiling, ceiling))
     return state, space
 
 
@@ -438,13 +438,18 @@ def test_at_the_ceiling_a_neighbour_that_gains_keeps_the_search_climbing() -> No
     study = new_study(space, 100, seed=3)
     state = SearchState(InfeasibleSet())
     enqueue_candidates(study, space, [Config(batch_size=16)], "predicted", state)
-    run_search(study, space, state, rising, 100, patience=6, ceiling=lambda: 101.0)
+    run_search(study, space, state, rising, 100, patience=6, ceiling=lambda: (101.0, 101.0))
     assert state.best_config == Config(batch_size=24)
     assert state.at_ceiling and state.end_reason(100) == "ceiling"
     assert set(state.values) == {Config(batch_size=b).key() for b in (16, 24, 32)}
     assert at_ceiling(96.0, 101.0) and at_ceiling(106.3, 101.0)
     assert not at_ceiling(95.9, 101.0) and not at_ceiling(106.4, 101.0)
     assert not at_ceiling(100.0, None)
+    # With the ceiling as the trials scale it, anywhere between the two counts, and the noise
+    # beyond either: the profile read 101 and its trials ran at 0.8 of it.
+    assert at_ceiling(77.0, 101.0, 80.8) and at_ceiling(90.0, 101.0, 80.8)
+    assert at_ceiling(106.3, 101.0, 80.8) and at_ceiling(106.3, 80.8, 101.0)
+    assert not at_ceiling(76.7, 101.0, 80.8) and not at_ceiling(106.4, 101.0, 80.8)
 
 
 def test_a_neighbour_faster_within_the_noise_starts_no_further_climb() -> None:
@@ -460,7 +465,7 @@ def test_a_neighbour_faster_within_the_noise_starts_no_further_climb() -> None:
     study = new_study(space, 100, seed=3)
     state = SearchState(InfeasibleSet())
     enqueue_candidates(study, space, [seed], "predicted", state)
-    run_search(study, space, state, creeping, 100, patience=6, ceiling=lambda: 100.0)
+    run_search(study, space, state, creeping, 100, patience=6, ceiling=lambda: (100.0, 100.0))
     assert state.at_ceiling and state.end_reason(100) == "ceiling"
     assert state.refined == {seed.key()}
     assert set(state.values) == {seed.key(), *(c.key() for c in space.adjacent(seed))}

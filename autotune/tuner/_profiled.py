@@ -114,42 +114,55 @@ class Predictor:
     def all(self) -> Predictions:
         return predict_space(self.profile, self.space, self.memory_budget_bytes)
 
-    @cached_property
-    def _of_space(self) -> Predictions:
-        return self.all()
-
-    def ceiling(self, measured: Sequence[tuple[Config, float]]) -> float | None:
-        """The fastest samples/s the profile predicts for a configuration that fits, on the
-        scale its trials ran at (see :func:`measured_scales`); None where nothing fits.
-
-        The profile times each point for a fraction of a second, in one moment of a machine
-        whose speed moves by a fifth within minutes: a 2-core EPYC's profiles two minutes apart
-        read text-transformer's step 19% apart, and a default job whose profile read 10% under
-        its trials took the best above the ceiling for a knob the profile mispredicts, ran its
-        whole budget and took 393 s (benchmarks/RESULTS.md 1b). Its trials tell the scale.
-        """
-        predictions = self._of_space
-        scales = measured_scales(self.profile, measured, self.memory_budget_bytes)
-        retained = predictions.columns.retain_freed_memory
-        scale = np.where(retained, scales.get(True, 1.0), scales.get(False, 1.0))
-        rate = np.where(predictions.over_memory, -np.inf, predictions.samples_per_s * scale)
-        top = float(rate.max()) if len(rate) else -np.inf
-        return top if np.isfinite(top) else None
-
     def samples_per_s(self, config: Config) -> float | None:
         """The predicted samples/s of one configuration (on the grid or off it)."""
         value = float(predict_configs(self.profile, [config],
                                       self.memory_budget_bytes).samples_per_s[0])
         return value if value == value and value != float("inf") else None
 
+    @cached_property
+    def _of_space(self) -> Predictions:
+        return self.all()
+
+    def ceiling(self, measured: Sequence[tuple[Config, float]]
+                ) -> tuple[float, float] | None:
+        """The fastest samples/s the profile predicts for a configuration that fits, as it read
+        it and on the scale its trials ran at (see :func:`measured_scales`); None where nothing
+        fits.
+
+        The profile times each point for a fraction of a second, in one moment of a machine
+        whose speed moves by a fifth within minutes: a 2-core EPYC's profiles two minutes apart
+        read text-transformer's step 19% apart (benchmarks/RESULTS.md 1b). Its trials tell the
+        scale; each is noisy too, so the search takes both (see
+        :func:`autotune.search.at_ceiling`).
+        """
+        predictions = self._of_space
+        scales = measured_scales(self.profile, measured, self.memory_budget_bytes)
+        retained = predictions.columns.retain_freed_memory
+        scale = np.where(retained, scales.get(True, 1.0), scales.get(False, 1.0))
+        fits = ~predictions.over_memory
+        if not fits.any():
+            return None
+        return (float(predictions.samples_per_s[fits].max()),
+                float((predictions.samples_per_s * scale)[fits].max()))
+
+
+#: Knobs the profile's eager step knows nothing of: a trial's gain through one (a compiled
+#: step, TF32, cuDNN's autotuner, pinned or device-prefetched copies) is no error of the
+#: profile's scale. Loader-side knobs it does not time (persistent workers, other prefetch
+#: factors) stay in: they move a configuration's throughput by its epoch's start, where these
+#: can double the step on a GPU.
+UNSCALED_KNOBS = frozenset({"compile", "tf32", "cudnn_benchmark", "pin_memory",
+                            "device_prefetch"})
+
 
 def measured_scales(profile: Profile, measured: Sequence[tuple[Config, float]],
                     memory_budget_bytes: int | None = None) -> dict[bool, float]:
-    """Measured / predicted samples/s of the trials the profile covers (no knob set otherwise
-    than it ran them: a compiled trial's gain is no error of its scale), median per handling
-    of freed memory (``retain_freed_memory``: glibc's defaults are timed in a fresh heap once,
-    and how often glibc hands the heap back differs between processes), each setting without
-    such a trial taking the median of all; empty before any covered trial."""
+    """The median measured / predicted samples/s of the measured configurations that set none
+    of :data:`UNSCALED_KNOBS` otherwise than the profile ran them, per handling of freed memory
+    (``retain_freed_memory``: glibc's defaults are timed in a fresh heap once, and how often
+    glibc hands the heap back differs between processes); a setting without such a trial takes
+    the median of all. Empty before any."""
     runs = [(config, value) for config, value in measured if value > 0]
     if not runs:
         return {}
@@ -157,7 +170,8 @@ def measured_scales(profile: Profile, measured: Sequence[tuple[Config, float]],
     ratios: dict[bool, list[float]] = {True: [], False: []}
     for index, (config, value) in enumerate(runs):
         predicted = float(predictions.samples_per_s[index])
-        if predictions.uncovered_knobs(index) or not 0 < predicted < float("inf"):
+        unscaled = predictions.uncovered_knobs(index) & UNSCALED_KNOBS
+        if unscaled or not 0 < predicted < float("inf"):
             continue
         ratios[config.retain_freed_memory].append(value / predicted)
     pooled = ratios[True] + ratios[False]
