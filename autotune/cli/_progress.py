@@ -157,8 +157,8 @@ def search_ending(counts: dict[str, Any]) -> str:
                 f"gained nothing above {MIN_IMPROVEMENT:.0%}; --patience 0 measures them all)")
     if ended == "ceiling":
         return (f"; the search ended before its budget of {budget}: its best came within "
-                f"{1 - CEILING_SHARE:.0%} of the fastest the profile predicts (on the scale its "
-                f"trials ran at) and no neighbour "
+                f"{1 - CEILING_SHARE:.0%} of the fastest the profile predicts (as read or as its "
+                f"trials scale it) and no neighbour "
                 f"of it gained above {1 - CEILING_SHARE:.0%} (--patience 0 measures them all)")
     if ended == "exhausted":
         return "; the search tried every configuration it could"

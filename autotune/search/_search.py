@@ -264,7 +264,7 @@ def run_search(
     configurations adjacent to the best along the ordered knobs are queued (once per best);
     one of them that improves on it starts the count again. 0: the whole budget.
     With ``patience`` and a ``ceiling`` (the fastest samples/s the profile predicts anywhere in
-    the space, on the scale the trials so far ran at: asked again after each measurement), the
+    the space, as read and as the trials so far scale it: asked after each measurement), the
     search also ends that way, without waiting out the count, once the best is within
     :data:`CEILING_SHARE` of the ceiling (``state.at_ceiling``; see :func:`at_ceiling`): from
     there it only climbs along the best's neighbours while one gains.

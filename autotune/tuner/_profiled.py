@@ -112,7 +112,8 @@ class Predictor:
     memory_budget_bytes: int | None
 
     def all(self) -> Predictions:
-        return predict_space(self.profile, self.space, self.memory_budget_bytes)
+        """Every configuration of the space, predicted (once)."""
+        return self._of_space
 
     def samples_per_s(self, config: Config) -> float | None:
         """The predicted samples/s of one configuration (on the grid or off it)."""
@@ -122,7 +123,7 @@ class Predictor:
 
     @cached_property
     def _of_space(self) -> Predictions:
-        return self.all()
+        return predict_space(self.profile, self.space, self.memory_budget_bytes)
 
     def ceiling(self, measured: Sequence[tuple[Config, float]]
                 ) -> tuple[float, float] | None:
@@ -140,11 +141,11 @@ class Predictor:
         scales = measured_scales(self.profile, measured, self.memory_budget_bytes)
         retained = predictions.columns.retain_freed_memory
         scale = np.where(retained, scales.get(True, 1.0), scales.get(False, 1.0))
-        fits = ~predictions.over_memory
+        rate = predictions.samples_per_s
+        fits = ~predictions.over_memory & np.isfinite(rate)
         if not fits.any():
             return None
-        return (float(predictions.samples_per_s[fits].max()),
-                float((predictions.samples_per_s * scale)[fits].max()))
+        return float(rate[fits].max()), float((rate * scale)[fits].max())
 
 
 #: Knobs the profile's eager step knows nothing of: a trial's gain through one (a compiled
