@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from autotune.errors import ConfigError
 from autotune.search import (
+    CeilingFn,
     InfeasibleSet,
     Observation,
     SearchState,
@@ -381,7 +382,12 @@ def test_patience_ends_a_converged_search_after_the_queued_configurations() -> N
     assert state.measured == 12 and not state.converged and state.end_reason(12) == "budget"
 
 
-def _plateau_search(ceiling: float | None, peak: Config,
+def _as_read(ceiling: float) -> CeilingFn:
+    """A profile's ceiling with no trial to scale it: the same either way."""
+    return lambda: (ceiling, ceiling)
+
+
+def _plateau_search(ceiling: CeilingFn | None, peak: Config,
                     measure: PlateauMeasure) -> tuple[SearchState, SearchSpace]:
     """The patience test's search (baseline, checklist, two seeds with the peak last), with a
     profile's ceiling."""
@@ -391,8 +397,7 @@ def _plateau_search(ceiling: float | None, peak: Config,
     state = SearchState(InfeasibleSet())
     enqueue_candidates(study, space, [Config(batch_size=32, num_workers=1), peak], "predicted",
                        state)
-    run_search(study, space, state, measure, 30, patience=5,
-               ceiling=None if ceiling is None else lambda: (ceiling, ceiling))
+    run_search(study, space, state, measure, 30, patience=5, ceiling=ceiling)
     return state, space
 
 
@@ -400,7 +405,7 @@ def test_a_best_at_the_profile_s_ceiling_ends_the_search_after_its_neighbours() 
     peak = Config(batch_size=64, num_workers=4, prefetch_factor=4)
     # The peak measures 200 where the profile's fastest prediction is 205: within 5%.
     measure = PlateauMeasure(peak=peak)
-    state, space = _plateau_search(205.0, peak, measure)
+    state, space = _plateau_search(_as_read(205.0), peak, measure)
     calls = [c for c, _, _ in measure.calls]
     adjacent = {c.key() for c in space.adjacent(peak)} - {c.key() for c in calls[:4]}
     # The four queued ones (the peak last), then only the peak's neighbours: the sampler gets
@@ -412,15 +417,27 @@ def test_a_best_at_the_profile_s_ceiling_ends_the_search_after_its_neighbours() 
 
     # Short of the ceiling (200 against a predicted 220), patience decides, as without one.
     measure = PlateauMeasure(peak=peak)
-    state, _ = _plateau_search(220.0, peak, measure)
+    state, _ = _plateau_search(_as_read(220.0), peak, measure)
     patient = 9 + len(adjacent - {c.key() for c, _, _ in measure.calls[:9]})
     assert state.measured == patient
     assert state.converged and not state.at_ceiling and state.end_reason(30) == "converged"
 
+    # The same, but the trials ran at about 0.93 of the profile from the fourth measurement on
+    # (the ceiling is asked again after each): 200 is within 5% of the 205 so scaled, and the
+    # search ends at the ceiling as in the first case.
+    measure = PlateauMeasure(peak=peak)
+
+    def scaled() -> tuple[float, float]:
+        return (220.0, 205.0) if len(measure.calls) >= 4 else (220.0, 220.0)
+
+    state, _ = _plateau_search(scaled, peak, measure)
+    assert state.measured == 4 + len(adjacent)
+    assert state.converged and state.at_ceiling and state.end_reason(30) == "ceiling"
+
     # Far above it (200 against a predicted 100: a knob the profile does not time, as TF32 or
     # torch.compile on a GPU), the profile mispredicts the top of the space: patience decides.
     measure = PlateauMeasure(peak=peak)
-    state, _ = _plateau_search(100.0, peak, measure)
+    state, _ = _plateau_search(_as_read(100.0), peak, measure)
     assert state.measured == patient
     assert state.converged and not state.at_ceiling and state.end_reason(30) == "converged"
 
@@ -438,7 +455,7 @@ def test_at_the_ceiling_a_neighbour_that_gains_keeps_the_search_climbing() -> No
     study = new_study(space, 100, seed=3)
     state = SearchState(InfeasibleSet())
     enqueue_candidates(study, space, [Config(batch_size=16)], "predicted", state)
-    run_search(study, space, state, rising, 100, patience=6, ceiling=lambda: (101.0, 101.0))
+    run_search(study, space, state, rising, 100, patience=6, ceiling=_as_read(101.0))
     assert state.best_config == Config(batch_size=24)
     assert state.at_ceiling and state.end_reason(100) == "ceiling"
     assert set(state.values) == {Config(batch_size=b).key() for b in (16, 24, 32)}
@@ -465,7 +482,7 @@ def test_a_neighbour_faster_within_the_noise_starts_no_further_climb() -> None:
     study = new_study(space, 100, seed=3)
     state = SearchState(InfeasibleSet())
     enqueue_candidates(study, space, [seed], "predicted", state)
-    run_search(study, space, state, creeping, 100, patience=6, ceiling=lambda: (100.0, 100.0))
+    run_search(study, space, state, creeping, 100, patience=6, ceiling=_as_read(100.0))
     assert state.at_ceiling and state.end_reason(100) == "ceiling"
     assert state.refined == {seed.key()}
     assert set(state.values) == {seed.key(), *(c.key() for c in space.adjacent(seed))}
