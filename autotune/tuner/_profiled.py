@@ -132,7 +132,7 @@ class Predictor:
         fits.
 
         The profile times each point for a fraction of a second, in one moment of a machine
-        whose speed moves by a fifth within minutes: a 2-core EPYC's profiles two minutes apart
+        whose speed moves by a fifth within minutes: a 2-core EPYC's profiles 2.5 minutes apart
         read text-transformer's step 19% apart (benchmarks/RESULTS.md 1b). Its trials tell the
         scale; each is noisy too, so the search takes both (see
         :func:`autotune.search.at_ceiling`).
