@@ -93,8 +93,8 @@ class TuneOptions(BaseModel):
     warmup_steps: int = Field(default=_PLAN.warmup_steps, ge=1, le=10_000)
     min_steps: int = Field(default=_PLAN.min_steps, ge=1, le=100_000)
     min_seconds: float = Field(default=_PLAN.min_seconds, ge=0, le=3600)
-    #: Best candidates re-measured against the baseline before recommending (of prefetch twins
-    #: among them, the faster measured only).
+    #: Best candidates re-measured against the baseline before recommending (of twins among
+    #: them, the faster measured only: see ``autotune.recommend.pick_candidates``).
     confirm_top: int = Field(default=3, ge=1, le=10)
     confirm_rounds: int = Field(default=3, ge=1, le=10)
     #: Shortest timed window of a confirmation run; None: CONFIRM_WINDOW_FACTOR x min_seconds.
