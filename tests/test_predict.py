@@ -29,6 +29,8 @@ from autotune.recommend import TrialView, ceiling_sentence
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo, default_max_workers
 from autotune.tuner._profiled import (
     Predictor,
+    covered_ratios,
+    highest_other_ratio,
     measured_scales,
     predicted_too_slow,
     seed_configs,
@@ -398,7 +400,7 @@ def test_the_ceiling_takes_the_scale_the_covered_trials_ran_at() -> None:
                                  retained_faults_per_step=3)]})
     predictor = Predictor(profile, space, None)
     top = ranking(predictor.all(), space)[0][1]
-    assert predictor.ceiling([]) == pytest.approx((top, top))
+    assert predictor.ceiling([]) == pytest.approx((top, top, top))
 
     def at(config: Config, share: float) -> tuple[Config, float]:
         return config, share * (predictor.samples_per_s(config) or 0.0)
@@ -408,7 +410,7 @@ def test_the_ceiling_takes_the_scale_the_covered_trials_ran_at() -> None:
     compiled = Config(batch_size=64, retain_freed_memory=True, compile="default")
     baseline = Config(batch_size=32)
     # Only the baseline (glibc's defaults) measured: every setting takes its scale.
-    assert predictor.ceiling([at(baseline, 0.5)]) == pytest.approx((top, 0.5 * top))
+    assert predictor.ceiling([at(baseline, 0.5)]) == pytest.approx((top, 0.5 * top, top))
     # Retained trials at 0.9 and 0.7 of their predictions: the retained scale is their median,
     # the baseline's stays its own; a compiled trial at three times its prediction and a
     # failed one (0 samples/s) count for nothing.
@@ -416,7 +418,11 @@ def test_the_ceiling_takes_the_scale_the_covered_trials_ran_at() -> None:
                 at(compiled, 3.0), (Config(batch_size=64), 0.0)]
     assert measured_scales(profile, measured) == {True: pytest.approx(0.8),
                                                   False: pytest.approx(0.5)}
-    assert predictor.ceiling(measured) == pytest.approx((top, 0.8 * top))
+    # The highest scale a trial but the fastest measured ran at: retained64's 0.7 is the
+    # fastest in samples/s, so retained32's 0.9.
+    assert highest_other_ratio(covered_ratios(profile, measured)) == pytest.approx(0.9)
+    assert predictor.ceiling(measured) == pytest.approx((top, 0.8 * top, 0.9 * top))
+    assert highest_other_ratio(covered_ratios(profile, measured[:1])) is None
 
 
 def test_a_profile_predicts_the_biggest_space_quickly() -> None:

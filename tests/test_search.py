@@ -384,7 +384,7 @@ def test_patience_ends_a_converged_search_after_the_queued_configurations() -> N
 
 def _as_read(ceiling: float) -> CeilingFn:
     """A profile's ceiling with no trial to scale it: the same either way."""
-    return lambda: (ceiling, ceiling)
+    return lambda: (ceiling, ceiling, ceiling)
 
 
 def _plateau_search(ceiling: CeilingFn | None, peak: Config,
@@ -427,8 +427,8 @@ def test_a_best_at_the_profile_s_ceiling_ends_the_search_after_its_neighbours() 
     # search ends at the ceiling as in the first case.
     measure = PlateauMeasure(peak=peak)
 
-    def scaled() -> tuple[float, float]:
-        return (220.0, 205.0) if len(measure.calls) >= 4 else (220.0, 220.0)
+    def scaled() -> tuple[float, float, float]:
+        return (220.0, 205.0, 220.0) if len(measure.calls) >= 4 else (220.0, 220.0, 220.0)
 
     state, _ = _plateau_search(scaled, peak, measure)
     assert state.measured == 4 + len(adjacent)
@@ -467,6 +467,12 @@ def test_at_the_ceiling_a_neighbour_that_gains_keeps_the_search_climbing() -> No
     assert at_ceiling(77.0, 101.0, 80.8) and at_ceiling(90.0, 101.0, 80.8)
     assert at_ceiling(106.3, 101.0, 80.8) and at_ceiling(106.3, 80.8, 101.0)
     assert not at_ceiling(76.7, 101.0, 80.8) and not at_ceiling(106.4, 101.0, 80.8)
+    # A best up to the noise over the highest scale another trial ran at is one of them, not a
+    # breakthrough (the image-cnn job whose eleventh trial read 1.085 of the profile, its
+    # others up to 1.04); the highest scale widens the band upwards only.
+    assert at_ceiling(108.5, 100.0, 99.0, 104.0) and not at_ceiling(108.5, 100.0, 99.0)
+    assert not at_ceiling(109.5, 100.0, 99.0, 104.0)
+    assert not at_ceiling(94.0, 100.0, 99.0, 90.0)
 
 
 def test_a_neighbour_faster_within_the_noise_starts_no_further_climb() -> None:

@@ -44,9 +44,10 @@ SkipFn = Callable[[Config, str], None]
 #: Why a proposal is not worth measuring beside the best configuration measured so far and its
 #: value, or None.
 JudgeFn = Callable[[Config, Config, float], str | None]
-#: The fastest samples/s the profile predicts anywhere in the space, as it read it and as the
-#: trials measured so far scale it (see :func:`at_ceiling`), or None.
-CeilingFn = Callable[[], tuple[float, float] | None]
+#: The fastest samples/s the profile predicts anywhere in the space: as it read it, as the
+#: trials measured so far scale it, and on the highest scale a trial but the best ran at (see
+#: :func:`at_ceiling`); or None.
+CeilingFn = Callable[[], tuple[float, float, float] | None]
 
 
 @dataclass
@@ -217,10 +218,13 @@ def _queue_adjacent(study: optuna.Study, space: SearchSpace, state: SearchState)
     return bool(enqueue_candidates(study, space, space.adjacent(best), "search", state))
 
 
-def at_ceiling(best: float, ceiling: float | None, scaled: float | None = None) -> bool:
+def at_ceiling(best: float, ceiling: float | None, scaled: float | None = None,
+               highest: float | None = None) -> bool:
     """Whether the best measured is within :data:`CEILING_SHARE` of the profile's ceiling, on
     either side; with ``scaled`` (the ceiling on the scale its trials ran at), anywhere from
-    that share under the lower of the two to that share over the higher.
+    that share under the lower of the two to that share over the higher; with ``highest``
+    (the ceiling on the highest scale a trial other than the best ran at), up to that share
+    over it too.
 
     The profile reads each point in a fraction of a second, in one moment of a machine whose
     speed moves by a fifth within minutes, and the best is the fastest of several noisy trials:
@@ -229,16 +233,17 @@ def at_ceiling(best: float, ceiling: float | None, scaled: float | None = None) 
     and the search ran its whole budget (393 s); another's trials ran at 0.83 of its profile
     and one of them at 1.06, above the ceiling so scaled (benchmarks/RESULTS.md 1b).
 
-    A best above both by more than the noise shows the profile mispredicting the top of the
-    space, through a knob it does not time: on a GPU the eager step it profiles knows nothing
-    of ``torch.compile``, TF32 or cuDNN's autotuner, which the checklist's first trial already
-    turns on (and whose trials set no scale). Other configurations it mispredicts may then gain
-    too, so the search goes on as without a ceiling (``patience`` decides) rather than
-    stopping at the best's neighbours.
+    A best above all of them by more than the noise, standing out from the other trials as
+    well, shows the profile mispredicting the top of the space, through a knob it does not
+    time: on a GPU the eager step it profiles knows nothing of ``torch.compile``, TF32 or
+    cuDNN's autotuner, which the checklist's first trial already turns on (and whose trials set
+    no scale). Other configurations it mispredicts may then gain too, so the search goes on as
+    without a ceiling (``patience`` decides) rather than stopping at the best's neighbours.
     """
     if ceiling is None:
         return False
-    low, high = sorted((ceiling, ceiling if scaled is None else scaled))
+    low = min(ceiling, ceiling if scaled is None else scaled)
+    high = max([ceiling, *(value for value in (scaled, highest) if value is not None)])
     return CEILING_SHARE * low <= best <= high / CEILING_SHARE
 
 

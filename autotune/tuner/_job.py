@@ -355,9 +355,9 @@ class _JobRun:
                                   compile_lower_bound(self.shortest_compile_s, config.compile),
                                   self.run_samples, best_config)
 
-    def _ceiling(self) -> tuple[float, float] | None:
+    def _ceiling(self) -> tuple[float, float, float] | None:
         """The profile's ceiling (the fastest it predicts for a configuration that fits), as
-        it read it and on the scale this job's trials ran at (see :meth:`Predictor.ceiling`)."""
+        it read it and on the scales this job's trials ran at (see :meth:`Predictor.ceiling`)."""
         assert self.predictor is not None
         return self.predictor.ceiling([(record.config, record.samples_per_s or 0.0)
                                        for record in self._searched_records() if record.usable])
