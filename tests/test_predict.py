@@ -722,9 +722,10 @@ def test_one_thread_costs_what_the_step_bounds_and_nothing_where_the_loader_does
     assert step_bound[1] < 0.8 * step_bound[0]
 
 
-def test_the_predicted_best_with_workers_is_seeded_on_each_thread_count() -> None:
+def test_the_predicted_best_with_workers_is_seeded_on_each_thread_count_and_without() -> None:
     # Loader-bound: the profile cannot tell the two thread counts apart beside busy workers,
-    # so the predicted best is queued on both; a best without workers is not.
+    # so the predicted best is queued on both, and without workers (on a CPU the step and the
+    # workers share the cores); a best without workers is not.
     space = small_space(ranges={"batch_size": "32,64", "num_workers": "0,8"})
     assert space.searched["intra_op_threads"] == (None, 1)
     loader_bound = _with_one_thread(
@@ -737,7 +738,13 @@ def test_the_predicted_best_with_workers_is_seeded_on_each_thread_count() -> Non
     seeds = seed_configs(predictions, space, 6, [space.baseline()])
     twin = best.model_copy(update={"intra_op_threads": 1 if best.intra_op_threads is None
                                    else None})
-    assert [s.key() for s in seeds] == [best.key(), twin.key()]
+    alone = best.model_copy(update={"num_workers": 0})
+    assert [s.key() for s in seeds] == [best.key(), twin.key(), alone.key()]
+    assert seeds[-1] == alone.normalized()
+    # A space without the choice of no workers has no such twin.
+    eight = small_space(ranges={"batch_size": "32,64", "num_workers": "8"})
+    seeds = seed_configs(predict_space(loader_bound, eight), eight, 6, [eight.baseline()])
+    assert all(seed.num_workers == 8 for seed in seeds)
     step_bound = _with_one_thread(
         make_profile({32: 1e4, 64: 1.5e4}, {0: 1e6, 8: 500.0}, step_cores=2.0),
         {32: 6000.0, 64: 8000.0})

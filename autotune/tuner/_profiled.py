@@ -272,7 +272,7 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
     # Enough of the ranking to find the best few distinct points past the variants of each.
     ranked = predictions.best(len(predictions))
     take(ranked, best_count, distinct_profiled=True)
-    for twin in _thread_twins(predictions, space):
+    for twin in _contention_twins(predictions, space):
         if len(chosen) < room and twin.key() not in seen:
             seen.add(twin.key())
             chosen.append(twin)
@@ -293,24 +293,31 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
     return chosen
 
 
-def _thread_twins(predictions: Predictions, space: SearchSpace) -> list[Config]:
-    """The predicted best on the space's other intra-op thread counts, where it has workers.
+def _contention_twins(predictions: Predictions, space: SearchSpace) -> list[Config]:
+    """The predicted best on the space's other intra-op thread counts, and on a CPU device
+    without workers, where it has workers.
 
     The profile times the step's threads with the cores to itself. Beside busy workers a step
     on every core and the workers wait on each other, which no part timed alone shows: on a
     2-core CPU, slow-storage's pick (48 workers) trained 1.09x faster on one thread, while
-    steps that bound their configuration lost 21-40% (benchmarks/RESULTS.md 1b). Only a trial
-    tells, so both are measured.
+    steps that bound their configuration lost 21-40% (benchmarks/RESULTS.md 1b). Whether
+    loading in the main process, one batch after the other with the step, beats workers
+    sharing the step's cores is what it knows least as well: on a 2-core Xeon it predicted
+    image-cnn's batch 256 at 2,020 samples/s with one worker (measured 1,970) and 1,958
+    without (re-measured 2,349), and a search whose every seed had workers recommended the
+    baseline (benchmarks/RESULTS.md 1b). Only a trial tells, so each is measured.
     """
-    threads = space.choices["intra_op_threads"]
     best = predictions.best(1)
-    if len(threads) < 2 or not best:
+    if not best:
         return []
     config = space.config_from(predictions.values(best[0]))
     if config.num_workers == 0:
         return []
-    return [config.model_copy(update={"intra_op_threads": t}) for t in threads
-            if t != config.intra_op_threads]
+    twins = [config.model_copy(update={"intra_op_threads": t})
+             for t in space.choices["intra_op_threads"] if t != config.intra_op_threads]
+    if not space.device.is_cuda and 0 in space.choices["num_workers"]:
+        twins.append(config.model_copy(update={"num_workers": 0}).normalized())
+    return twins
 
 
 #: A proposal of the sampler predicted under this share of the best measured so far is skipped
