@@ -416,11 +416,11 @@ def test_the_ceiling_takes_the_scale_the_covered_trials_ran_at() -> None:
     # failed one (0 samples/s) count for nothing.
     measured = [at(baseline, 0.5), at(retained32, 0.9), at(retained64, 0.7),
                 at(compiled, 3.0), (Config(batch_size=64), 0.0)]
-    assert measured_scales(profile, measured) == {True: pytest.approx(0.8),
-                                                  False: pytest.approx(0.5)}
+    covered = covered_ratios(profile, measured)
+    assert measured_scales(covered) == {True: pytest.approx(0.8), False: pytest.approx(0.5)}
     # The highest scale a trial but the fastest measured ran at: retained64's 0.7 is the
     # fastest in samples/s, so retained32's 0.9.
-    assert highest_other_ratio(covered_ratios(profile, measured)) == pytest.approx(0.9)
+    assert highest_other_ratio(covered) == pytest.approx(0.9)
     assert predictor.ceiling(measured) == pytest.approx((top, 0.8 * top, 0.9 * top))
     assert highest_other_ratio(covered_ratios(profile, measured[:1])) is None
 

@@ -140,7 +140,7 @@ class Predictor:
         """
         predictions = self._of_space
         covered = covered_ratios(self.profile, measured, self.memory_budget_bytes)
-        scales = _scales(covered)
+        scales = measured_scales(covered)
         retained = predictions.columns.retain_freed_memory
         scale = np.where(retained, scales.get(True, 1.0), scales.get(False, 1.0))
         rate = predictions.samples_per_s
@@ -188,17 +188,12 @@ def covered_ratios(profile: Profile, measured: Sequence[tuple[Config, float]],
     return covered
 
 
-def measured_scales(profile: Profile, measured: Sequence[tuple[Config, float]],
-                    memory_budget_bytes: int | None = None) -> dict[bool, float]:
-    """The median measured / predicted samples/s of the measured configurations that set none
-    of :data:`UNSCALED_KNOBS` otherwise than the profile ran them, per handling of freed memory
-    (``retain_freed_memory``: glibc's defaults are timed in a fresh heap once, and how often
-    glibc hands the heap back differs between processes); a setting without such a trial takes
-    the median of all. Empty before any."""
-    return _scales(covered_ratios(profile, measured, memory_budget_bytes))
-
-
-def _scales(covered: Sequence[CoveredRatio]) -> dict[bool, float]:
+def measured_scales(covered: Sequence[CoveredRatio]) -> dict[bool, float]:
+    """The median measured / predicted samples/s of the covered trials (see
+    :func:`covered_ratios`) per handling of freed memory (``retain_freed_memory``: glibc's
+    defaults are timed in a fresh heap once, and how often glibc hands the heap back differs
+    between processes); a setting without such a trial takes the median of all. Empty before
+    any."""
     ratios: dict[bool, list[float]] = {True: [], False: []}
     for trial in covered:
         ratios[trial.retain_freed_memory].append(trial.ratio)
