@@ -120,12 +120,15 @@ class Process:
         return self.log.read_text(errors="replace")
 
     def kill_tree(self) -> None:
-        """SIGKILL the process and every process under it (trials run in their own groups)."""
+        """SIGKILL the process and every process under it (trials run in their own groups).
+
+        The process first, so that it cannot see a trial die and store it as crashed.
+        """
         try:
             children = psutil.Process(self.pid).children(recursive=True)
         except psutil.NoSuchProcess:
             children = []
-        for process in [*children, psutil.Process(self.pid)]:
+        for process in [psutil.Process(self.pid), *children]:
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()
         self.popen.wait(timeout=10)

@@ -6,6 +6,7 @@ SIGKILL mid-job and replaced, and a cancel that stops the running trial.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,7 +48,22 @@ def wait_until_finished(http: httpx.Client, job_id: int, timeout_s: float) -> di
 
 
 def trial_processes(worker: Process) -> list[psutil.Process]:
+    """Every process under the worker: its fork server (alive between trials) and the trials."""
     return psutil.Process(worker.pid).children(recursive=True)
+
+
+def running_trials(worker: Process) -> list[psutil.Process]:
+    """The trial processes the worker's fork server has forked and that still run.
+
+    Not :func:`trial_processes`: the fork server stays alive between trials, so a worker with
+    children may be storing one trial's result or asking for the next, with no trial running.
+    """
+    trials = []
+    for child in psutil.Process(worker.pid).children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "autotune.runner._forkserver" in child.cmdline():
+                trials += [t for t in child.children() if t.status() != psutil.STATUS_ZOMBIE]
+    return trials
 
 
 def stored_trials(service: Service, job_id: int) -> list[Trial]:
@@ -97,7 +113,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost_or_repeated(
         job_id = http.post("/v1/jobs", json={"workload": "tiny", **FAST_JOB}).json()["id"]
         # Kill it while a trial runs, after at least two have finished.
         wait_for(lambda: job_state(http, job_id)["progress"]["trials_done"] >= 2
-                 and trial_processes(first), 120, "two finished trials and a third running")
+                 and running_trials(first), 120, "two finished trials and a third running")
         first.kill_tree()
         before = {t.number: t for t in stored_trials(service, job_id)}
         assert job_state(http, job_id)["status"] == "running"  # until its heartbeat is stale
@@ -131,7 +147,7 @@ def test_cancel_stops_the_running_trial_and_keeps_what_was_measured(service: Ser
         job_id = http.post("/v1/jobs", json={"workload": "tiny", **FAST_JOB,
                                              "n_trials": 20}).json()["id"]
         wait_for(lambda: job_state(http, job_id)["progress"]["trials_done"] >= 1
-                 and trial_processes(worker), 120, "a finished trial and a running one")
+                 and running_trials(worker), 120, "a finished trial and a running one")
         response = http.post(f"/v1/jobs/{job_id}/cancel")
         assert response.status_code == 202
         assert response.json()["cancel_requested"] is True
