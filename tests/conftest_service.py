@@ -144,6 +144,21 @@ class Process:
             self.kill_tree()
 
 
+def running_trials(worker: Process) -> list[psutil.Process]:
+    """The trial processes the worker's fork server has forked that still run (and theirs).
+
+    Not every process under the worker: its fork server stays alive between trials, so a worker
+    with children may be storing one trial's result or asking for the next, with none running.
+    """
+    trials = []
+    for child in psutil.Process(worker.pid).children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "autotune.runner._forkserver" in child.cmdline():
+                trials += [t for t in child.children(recursive=True)
+                           if t.status() != psutil.STATUS_ZOMBIE]
+    return trials
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """This environment without AUTOTUNE_* (a developer's own database or token), plus ``extra``.
 

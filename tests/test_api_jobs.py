@@ -6,14 +6,20 @@ SIGKILL mid-job and replaced, and a cancel that stops the running trial.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import psutil
 import pytest
-from conftest_service import FAST_JOB, Process, Service, start_service, wait_for
+from conftest_service import (
+    FAST_JOB,
+    Process,
+    Service,
+    running_trials,
+    start_service,
+    wait_for,
+)
 
 from autotune.store import Trial, open_database
 
@@ -50,20 +56,6 @@ def wait_until_finished(http: httpx.Client, job_id: int, timeout_s: float) -> di
 def trial_processes(worker: Process) -> list[psutil.Process]:
     """Every process under the worker: its fork server (alive between trials) and the trials."""
     return psutil.Process(worker.pid).children(recursive=True)
-
-
-def running_trials(worker: Process) -> list[psutil.Process]:
-    """The trial processes the worker's fork server has forked and that still run.
-
-    Not :func:`trial_processes`: the fork server stays alive between trials, so a worker with
-    children may be storing one trial's result or asking for the next, with no trial running.
-    """
-    trials = []
-    for child in psutil.Process(worker.pid).children():
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if "autotune.runner._forkserver" in child.cmdline():
-                trials += [t for t in child.children() if t.status() != psutil.STATUS_ZOMBIE]
-    return trials
 
 
 def stored_trials(service: Service, job_id: int) -> list[Trial]:

@@ -22,7 +22,14 @@ import conftest_service
 import httpx
 import psutil
 import pytest
-from conftest_service import FAST_JOB, HEARTBEAT_TIMEOUT_S, Service, start_service, wait_for
+from conftest_service import (
+    FAST_JOB,
+    HEARTBEAT_TIMEOUT_S,
+    Service,
+    running_trials,
+    start_service,
+    wait_for,
+)
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.exc import OperationalError
 
@@ -144,7 +151,7 @@ def test_a_paused_worker_that_lost_its_lease_writes_nothing_when_it_wakes(
         with service.client() as http:
             job_id = submit(http, n_trials=4)
             wait_for(lambda: http.get(f"/v1/jobs/{job_id}").json()["progress"]["trials_done"]
-                     >= 1 and psutil.Process(paused.pid).children(), 120,
+                     >= 1 and running_trials(paused), 120,
                      "a finished trial and a running one")
             pause_outside_its_writes(paused.pid, service.db_url, job_id)
             try:
@@ -244,7 +251,7 @@ def test_a_database_restart_mid_job_requeues_it_and_the_worker_reconnects(
         with service.client() as http:
             job_id = submit(http, n_trials=4)
             wait_for(lambda: http.get(f"/v1/jobs/{job_id}").json()["progress"]["trials_done"]
-                     >= 1 and psutil.Process(worker.pid).children(), 120,
+                     >= 1 and running_trials(worker), 120,
                      "a finished trial and a running one")
             proxy.stop()  # down for longer than a trial: its result cannot be stored
             time.sleep(HEARTBEAT_TIMEOUT_S + 2)
@@ -273,7 +280,7 @@ def test_the_trial_of_a_worker_killed_with_sigkill_dies_with_it(tmp_path: Path) 
             submit(http, workload="hang", trial_timeout_s=600)
             wait_for(lambda: stored(service)[0][0].space is not None, 120,
                      "the probe to finish")
-            trials = wait_for(lambda: psutil.Process(worker.pid).children(recursive=True), 60,
+            trials = wait_for(lambda: running_trials(worker), 60,
                               "a trial process")
             os.kill(worker.pid, signal.SIGKILL)
             worker.popen.wait(10)
