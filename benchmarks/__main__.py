@@ -53,6 +53,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="fresh-process runs of each kind in sections 3 and 5 (default: "
                              f"{FULL.repeats}; more rounds tell a small gap from a noisy "
                              "machine's spread)")
+    parser.add_argument("--databases", type=Path, default=None,
+                        help="keep the tuner's jobs in this folder, one SQLite file per "
+                             "workload, to read them trial by trial afterwards (default: a "
+                             "temporary folder deleted at the end)")
     args = parser.parse_args(argv)
     try:
         device = suite_device(args.device)
@@ -71,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.only_quality:
         print(run_quality_only(settings, output, args.workload))
         return
-    print(run_suite(settings, output, args.workload))
+    print(run_suite(settings, output, args.workload, args.databases))
 
 
 if __name__ == "__main__":

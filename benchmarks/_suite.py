@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -44,8 +45,13 @@ def _measure_workload(grid: WorkloadGrid, settings: SuiteSettings,
     return results, ctx
 
 
-def run_suite(settings: SuiteSettings, output: Path, workloads: list[str] | None = None) -> Path:
-    """Run every section on the chosen workloads (all by default) and write the report."""
+def run_suite(settings: SuiteSettings, output: Path, workloads: list[str] | None = None,
+              databases: Path | None = None) -> Path:
+    """Run every section on the chosen workloads (all by default) and write the report.
+
+    The tuner's jobs go to one SQLite file per workload in ``databases``, kept to be read trial
+    by trial (``autotune jobs``, ``autotune report``), or in a temporary folder deleted at the end.
+    """
     started = time.monotonic()
     load_before = os.getloadavg()[0]
     grids = [g for g in settings.grids if not workloads or g.name in workloads]
@@ -53,7 +59,10 @@ def run_suite(settings: SuiteSettings, output: Path, workloads: list[str] | None
         raise SystemExit(f"no workload of the {settings.label} suite matches {workloads}")
     results: list[WorkloadResults] = []
     grown: list[TunerOutcome] = []
-    with tempfile.TemporaryDirectory(prefix="autotune-bench-") as workdir:
+    if databases is not None:
+        databases.mkdir(parents=True, exist_ok=True)
+    with (contextlib.nullcontext(str(databases)) if databases is not None
+          else tempfile.TemporaryDirectory(prefix="autotune-bench-")) as workdir:
         for grid in grids:
             db_path = Path(workdir) / f"{grid.name}.db"
             result, ctx = _measure_workload(grid, settings, db_path)

@@ -3,8 +3,10 @@ on the CPU and (where one is present) on a CUDA GPU."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -69,13 +71,19 @@ def assert_every_section_has_numbers(report: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 def test_smoke_suite_writes_every_section_with_numbers(tmp_path: Path, device: str) -> None:
-    output = tmp_path / "RESULTS.md"
+    output, databases = tmp_path / "RESULTS.md", tmp_path / "databases"
     completed = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--smoke", "--device", device,
-         "--output", str(output)],
+         "--output", str(output), "--databases", str(databases)],
         cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S[device],
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = output.read_text()
     assert _expected_device(device) in _device_line(report)
     assert_every_section_has_numbers(report)
+    # The tuner's jobs are kept, trial by trial: section 1's, the plain search's, the default
+    # space's and the trial budgets of section 4.
+    with contextlib.closing(sqlite3.connect(databases / "slow-storage.db")) as db:
+        jobs = db.execute("select status, (select count(*) from autotune_trials t "
+                          "where t.job_id = j.id) from autotune_jobs j").fetchall()
+    assert len(jobs) == 4 and all(status == "succeeded" and trials for status, trials in jobs)
