@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -12,6 +15,12 @@ WORKLOADS = Path(__file__).parent / "workloads"
 
 #: Measurement settings that keep a CPU trial to about two seconds of work.
 FAST = {"warmup_steps": 1, "min_steps": 3, "min_seconds": 0.3}
+
+
+def rows(db: str | Path, query: str) -> list[tuple[Any, ...]]:
+    """The rows ``query`` reads from the SQLite file ``db`` (a job's stored trials, say)."""
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        return connection.execute(query).fetchall()
 
 
 #: Packages whose releases have broken this suite before: their versions open every test run, so a

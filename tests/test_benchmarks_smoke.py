@@ -3,16 +3,15 @@ on the CPU and (where one is present) on a CUDA GPU."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import re
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import rows
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Section titles, and whether the table's last column is a ratio every row must have.
@@ -83,7 +82,7 @@ def test_smoke_suite_writes_every_section_with_numbers(tmp_path: Path, device: s
     assert_every_section_has_numbers(report)
     # The tuner's jobs are kept, trial by trial: section 1's, the plain search's, the default
     # space's and the trial budgets of section 4.
-    with contextlib.closing(sqlite3.connect(databases / "slow-storage.db")) as db:
-        jobs = db.execute("select status, (select count(*) from autotune_trials t "
-                          "where t.job_id = j.id) from autotune_jobs j").fetchall()
+    jobs = rows(databases / "slow-storage.db",
+                "select status, (select count(*) from autotune_trials t "
+                "where t.job_id = j.id) from autotune_jobs j")
     assert len(jobs) == 4 and all(status == "succeeded" and trials for status, trials in jobs)

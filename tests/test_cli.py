@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from sqlalchemy import create_engine, text
+from conftest import rows
 
 from autotune.recommend import validate_recommendation
 from autotune.tuner._job import MIN_CONFIRM_ENTRIES, confirm_room
@@ -31,12 +31,6 @@ def autotune(
         [sys.executable, "-m", "autotune", *args], capture_output=True, text=True,
         timeout=timeout, cwd=cwd,
     )
-
-
-def rows(db: str, query: str) -> list[tuple]:
-    engine = create_engine(f"sqlite:///{db}")
-    with engine.connect() as connection:
-        return list(connection.execute(text(query)))
 
 
 def assert_clear_error(result: subprocess.CompletedProcess[str], phrase: str) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import optuna
 import pytest
 import torch
-from sqlalchemy import create_engine, text
+from conftest import rows
 
 from autotune.errors import ConfigError
 from autotune.measure import MeasurePlan
@@ -42,11 +42,6 @@ cuda = pytest.mark.cuda
 def autotune(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True,
                           text=True, timeout=600, env=env)
-
-
-def rows(db: str, query: str) -> list[Any]:
-    with create_engine(f"sqlite:///{db}").connect() as connection:
-        return list(connection.execute(text(query)))
 
 
 # -- the arithmetic of a run ---------------------------------------------------------------------

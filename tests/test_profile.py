@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import rows
 
 from autotune.measure import glibc_malloc
 from autotune.measure._profile import (
@@ -163,11 +163,6 @@ def test_the_step_is_timed_in_a_fresh_heap_before_the_sweep_retains_freed_memory
 def autotune(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True,
                           text=True, timeout=600)
-
-
-def rows(db: str, query: str) -> list[tuple[object, ...]]:
-    with sqlite3.connect(db) as connection:
-        return connection.execute(query).fetchall()
 
 
 def test_a_profiled_job_stores_predicts_seeds_and_explains(tmp_path: Path, workload_file) -> None:
