@@ -191,7 +191,7 @@ def random_findings(result: WorkloadResults) -> list[str]:
     the verdict rests on the interleaved re-measurement of both picks, and the single grid
     measurements are quoted beside it.
     """
-    return tuner_against_random(result.name, result.tuner.config, result.tuner.wall_s,
+    return tuner_against_random(result.name, result.tuner.config, result.tuner_wall_s,
                                 result.grid, result.comparison, result.random_draws)
 
 
@@ -258,7 +258,9 @@ def section(results: Sequence[WorkloadResults]) -> Section:
     )
     for result in results:
         comparison = result.comparison
-        out.rows.append([result.name, "**autotune**", describe(result.tuner.config),
+        median_of = (f", the median of section 1's {len(result.tuner_runs)} jobs (seed "
+                     f"{result.tuner.seed})" if len(result.tuner_runs) > 1 else "")
+        out.rows.append([result.name, "**autotune**", describe(result.tuner.config) + median_of,
                          f"{result.tuner.measured} trial processes, {result.tuner.wall_s:.0f} s",
                          number(comparison.median(TUNER)), "1.00x"])
         for alternative in result.alternatives:

@@ -25,7 +25,7 @@ from autotune.runner import ProbeResult, kill_group, probe_workload, run_trial
 from autotune.space import Config, SearchSpace
 from autotune.store import TrialRecord
 from autotune.tuner import TuneOptions, parse_memory
-from benchmarks._settings import FIXED_KNOBS, SuiteSettings, WorkloadGrid
+from benchmarks._settings import SuiteSettings, WorkloadGrid
 
 #: What a DataLoader with workers prefetches when ``prefetch_factor`` is left unset.
 TORCH_DEFAULT_PREFETCH = 2
@@ -132,19 +132,20 @@ class WorkloadContext:
     def name(self) -> str:
         return self.grid.name
 
-    def options(self, n_trials: int, profile: bool = True) -> TuneOptions:
-        """The tuner's options: the reduced space, the suite's plan and memory budget; with
-        ``profile=False`` the plain search (``--no-profile``)."""
+    def options(self, n_trials: int, profile: bool = True, seed: int | None = None) -> TuneOptions:
+        """The tuner's options: the reduced space, the suite's plan and memory budget, the
+        suite's seed unless ``seed`` is given; with ``profile=False`` the plain search
+        (``--no-profile``)."""
         plan = self.settings.plan
         return TuneOptions(
             workload=self.grid.workload,
             n_trials=n_trials,
             trial_timeout_s=self.settings.trial_timeout_s,
             max_memory=self.settings.max_memory,
-            fixed=dict(FIXED_KNOBS),
+            fixed=self.grid.fixed(),
             ranges=self.grid.ranges(),
             device=self.settings.device,
-            seed=self.settings.seed,
+            seed=self.settings.seed if seed is None else seed,
             warmup_steps=plan.warmup_steps,
             min_steps=plan.min_steps,
             min_seconds=plan.min_seconds,

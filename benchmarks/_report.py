@@ -72,17 +72,22 @@ def device_line(device: str, machine: dict[str, Any]) -> str:
     return f"- Device: CPU only ({why}; CUDA-only knobs are not searched)."
 
 
+#: The reduced space's knobs as the header names them.
+_RANGE_NAMES = {"batch_size": "batch", "num_workers": "workers"}
+
+
 def header(settings: SuiteSettings, wall_s: float, load: tuple[float, float]) -> str:
     plan = settings.plan
     machine = fingerprint(torch.device(settings.device))
     memory = machine["host_memory_bytes"] / 2**30
     versions = ", ".join(f"{p} {_version(p)}" for p in _PACKAGES)
     grids = "; ".join(
-        f"{g.name}: batch {list(g.batch_sizes)} x workers {list(g.workers)} x amp "
-        f"{list(g.amp)} = {g.grid_size} configurations, tuner budget {g.tuner_trials} trials"
+        f"{g.name}: " + " x ".join(f"{_RANGE_NAMES.get(k, k)} {v}" for k, v in g.ranges().items())
+        + f" = {g.grid_size} configurations, tuner budget {g.tuner_trials} trials"
         for g in settings.grids
     )
     fixed = ", ".join(f"{k}={v}" for k, v in FIXED_KNOBS.items())
+    searched_too = sorted({k for g in settings.grids for k in g.ranges()} & set(FIXED_KNOBS))
     lines = [
         f"# autotune benchmark results ({settings.label} run)",
         "",
@@ -97,12 +102,17 @@ def header(settings: SuiteSettings, wall_s: float, load: tuple[float, float]) ->
         f"(at least workers+1), then a window of at least {plan.min_steps} steps and "
         f"{plan.min_seconds:g} s; memory budget {settings.max_memory}"
         f"{' of GPU memory' if settings.on_cuda else ''}; each run a fresh process.",
-        f"- Reduced space: {grids}; held at PyTorch's defaults: {fixed}.",
+        f"- Reduced space: {grids}; held at PyTorch's defaults: {fixed}"
+        + (f" (except where a grid above searches {', '.join(searched_too)})" if searched_too
+           else "") + ".",
         f"- Tuner: confirmation of the top {settings.confirm_top} candidates and the baseline "
         f"over {settings.confirm_rounds} rounds, each run with a window "
         f"{CONFIRM_WINDOW_FACTOR}x as long in time (at least {plan.min_steps} steps and "
         f"{CONFIRM_WINDOW_FACTOR * plan.min_seconds:g} s); pruning on; "
-        f"seed {settings.seed}.",
+        + (f"seed {settings.seed}." if settings.tuner_runs == 1 else
+         f"{settings.tuner_runs} jobs per workload in section 1, seeds {settings.seed} to "
+         f"{settings.seed + settings.tuner_runs - 1}, judged on the one whose pick is the "
+         f"median; seed {settings.seed} elsewhere."),
         f"- Comparisons: each configuration re-measured {settings.rounds} times, interleaved "
         "(order rotated each round); figures are medians; ratios come from the same session.",
     ]

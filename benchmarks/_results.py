@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from benchmarks._alternatives import Alternative, RandomDraw
@@ -27,3 +28,11 @@ class WorkloadResults:
     #: The tuner with its default options on the default space, and that space's size.
     default_tuner: TunerOutcome | None = None
     default_space_size: int = 0
+    #: Section 1's tuner jobs, one per seed; ``tuner`` is the one whose pick is their median
+    #: (``benchmarks._tuner.median_run``), and the comparison names it ``TUNER`` too.
+    tuner_runs: tuple[TunerOutcome, ...] = ()
+
+    @property
+    def tuner_wall_s(self) -> float:
+        """The median wall time of section 1's tuner jobs: random search's budget."""
+        return statistics.median(run.wall_s for run in self.tuner_runs or (self.tuner,))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -14,7 +15,14 @@ from benchmarks._harness import GRID_BEST, TUNER, WorkloadContext, compare, log
 from benchmarks._report import header, render
 from benchmarks._results import WorkloadResults
 from benchmarks._settings import COMMITTED_PICKS, SuiteSettings, WorkloadGrid
-from benchmarks._tuner import DEFAULT_SPACE, TunerOutcome, tune, tune_default
+from benchmarks._tuner import (
+    DEFAULT_SPACE,
+    TunerOutcome,
+    median_run,
+    tune,
+    tune_default,
+    tuner_method,
+)
 
 
 def _measure_workload(grid: WorkloadGrid, settings: SuiteSettings,
@@ -23,25 +31,31 @@ def _measure_workload(grid: WorkloadGrid, settings: SuiteSettings,
     db = open_database(str(db_path))
     try:
         grid_outcome = _search_quality.exhaustive_grid(ctx)
-        tuner = tune(ctx, db, grid.tuner_trials)
+        tuners = tuple(tune(ctx, db, grid.tuner_trials, seed=settings.seed + index)
+                       for index in range(settings.tuner_runs))
+        # The budgets of the search-only alternatives: the jobs' medians.
+        wall_s = statistics.median(t.wall_s for t in tuners)
+        measured = int(statistics.median(t.measured for t in tuners))
         alternatives = _alternatives.find_alternatives(ctx, grid_outcome, grid.tuner_trials,
-                                                       tuner.measured)
-        random_draws = _alternatives.random_at_wall_time(ctx, grid_outcome, tuner.wall_s)
+                                                       measured)
+        random_draws = _alternatives.random_at_wall_time(ctx, grid_outcome, wall_s)
         alternatives.append(_alternatives.plain_search(tune(ctx, db, grid.tuner_trials,
                                                             profile=False)))
         default_tuner = tune_default(ctx, db)
-        configs = {TUNER: tuner.config, GRID_BEST: grid_outcome.best(),
-                   DEFAULT_SPACE: default_tuner.config}
+        configs = {tuner_method(t.seed): t.config for t in tuners}
+        configs.update({GRID_BEST: grid_outcome.best(), DEFAULT_SPACE: default_tuner.config})
         configs.update({a.method: a.config for a in alternatives if a.config is not None})
         # Random search's picks too: the grid measurement that chose each one flatters it.
         configs.update({_alternatives.random_method(d.seed): d.pick for d in random_draws})
         comparison = compare(ctx, configs, settings.rounds)
+        tuner = median_run(tuners, comparison)
+        comparison.configs[TUNER] = tuner.config
         quality = _quality.measure_quality(ctx, tuner.config)
     finally:
         db.dispose()
     results = WorkloadResults(grid.name, grid_outcome, tuner, alternatives, comparison, quality,
                               ctx.budget_bytes, tuple(random_draws), default_tuner,
-                              ctx.full_space().size())
+                              ctx.full_space().size(), tuners)
     return results, ctx
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,7 +11,7 @@ from autotune.predict import Profile
 from autotune.space import Config
 from autotune.store import Database, Job
 from autotune.tuner import TuneOptions, create_job, run_job
-from benchmarks._harness import WorkloadContext, describe, log
+from benchmarks._harness import Comparison, WorkloadContext, describe, log
 from benchmarks.predictions import TrialTiming, job_timings
 
 #: The comparison's name for the tuner run as users run it: default options, default space.
@@ -28,6 +29,8 @@ class TunerOutcome:
     verdict: str
     #: The profile the job measured (None with ``--no-profile`` or when profiling failed).
     profile: Profile | None = None
+    #: The job's ``--seed``.
+    seed: int = 0
 
     @property
     def measured(self) -> int:
@@ -35,11 +38,15 @@ class TunerOutcome:
         return len(self.timings)
 
 
-def tune(ctx: WorkloadContext, db: Database, n_trials: int, profile: bool = True) -> TunerOutcome:
-    """One tuning job on the reduced space; wall time includes the probe, the profile (unless
-    ``profile`` is False: the plain search) and confirmation."""
-    log(f"{ctx.name}: tuner, {n_trials} search trials{'' if profile else ', no profile'}")
-    return _run(ctx, db, ctx.options(n_trials, profile))
+def tune(ctx: WorkloadContext, db: Database, n_trials: int, profile: bool = True,
+         seed: int | None = None) -> TunerOutcome:
+    """One tuning job on the reduced space, with the suite's seed unless ``seed`` is given; wall
+    time includes the probe, the profile (unless ``profile`` is False: the plain search) and
+    confirmation."""
+    options = ctx.options(n_trials, profile, seed)
+    log(f"{ctx.name}: tuner, {n_trials} search trials{'' if profile else ', no profile'}, "
+        f"seed {options.seed}")
+    return _run(ctx, db, options)
 
 
 def default_options(ctx: WorkloadContext) -> TuneOptions:
@@ -76,4 +83,16 @@ def _run(ctx: WorkloadContext, db: Database, options: TuneOptions) -> TunerOutco
     config = Config.model_validate(document["config"])
     log(f"{ctx.name}: tuner picked {describe(config)} in {wall:.0f} s")
     return TunerOutcome(config, options.n_trials, wall, document["trials"], timings,
-                        document["verdict"], measured_profile)
+                        document["verdict"], measured_profile, options.seed)
+
+
+def tuner_method(seed: int) -> str:
+    """The comparison session's name for the pick of section 1's tuner job with ``seed``."""
+    return f"autotune, seed {seed}"
+
+
+def median_run(runs: Sequence[TunerOutcome], comparison: Comparison) -> TunerOutcome:
+    """The job whose pick re-measured at the median of the jobs' picks (the lower middle when
+    their count is even); a pick whose re-measurement failed counts as the slowest."""
+    ranked = sorted(runs, key=lambda run: comparison.median(tuner_method(run.seed)) or 0.0)
+    return ranked[(len(ranked) - 1) // 2]

@@ -13,6 +13,8 @@ import pytest
 import torch
 from conftest import rows
 
+from benchmarks._settings import SMOKE
+
 ROOT = Path(__file__).resolve().parent.parent
 #: Section titles, and whether the table's last column is a ratio every row must have.
 SECTIONS = {
@@ -27,7 +29,7 @@ HEADER_ITEMS = ("- Date:", "- Machine:", "- Device:", "- Versions:", "- Measurem
 #: A figure as the report writes it: 1,234 / 0.95x / 12.5% / 17 s.
 FIGURE = re.compile(r"^\d[\d,]*(\.\d+)?(x|%| s)?$")
 #: Seconds the smoke run may take: a GPU run also compiles in section 1b's default space.
-TIMEOUT_S = {"cpu": 360, "cuda": 540}
+TIMEOUT_S = {"cpu": 480, "cuda": 660}
 
 
 def _sections(report: str) -> dict[str, str]:
@@ -80,9 +82,16 @@ def test_smoke_suite_writes_every_section_with_numbers(tmp_path: Path, device: s
     report = output.read_text()
     assert _expected_device(device) in _device_line(report)
     assert_every_section_has_numbers(report)
-    # The tuner's jobs are kept, trial by trial: section 1's, the plain search's, the default
-    # space's and the trial budgets of section 4.
+    # Section 1 shows each seed's tuner job and marks the one it is judged on.
+    [section_1] = [body for name, body in _sections(report).items()
+                   if name.startswith("1. Search quality")]
+    labels = [row[0] for row in _table_rows(section_1)]
+    assert labels[0].startswith("slow-storage, seed 0")
+    assert len(labels) == SMOKE.tuner_runs
+    assert sum(label.endswith("(median)") for label in labels) == 1
+    # The tuner's jobs are kept, trial by trial: section 1's (one per seed), the plain search's,
+    # the default space's and the trial budgets of section 4.
     jobs = rows(databases / "slow-storage.db",
                 "select status, (select count(*) from autotune_trials t "
                 "where t.job_id = j.id) from autotune_jobs j")
-    assert len(jobs) == 4 and all(status == "succeeded" and trials for status, trials in jobs)
+    assert len(jobs) == SMOKE.tuner_runs + 3 and all(status == "succeeded" and trials for status, trials in jobs)
