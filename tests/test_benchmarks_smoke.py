@@ -94,4 +94,5 @@ def test_smoke_suite_writes_every_section_with_numbers(tmp_path: Path, device: s
     jobs = rows(databases / "slow-storage.db",
                 "select status, (select count(*) from autotune_trials t "
                 "where t.job_id = j.id) from autotune_jobs j")
-    assert len(jobs) == SMOKE.tuner_runs + 3 and all(status == "succeeded" and trials for status, trials in jobs)
+    assert len(jobs) == SMOKE.tuner_runs + 3
+    assert all(status == "succeeded" and trials for status, trials in jobs)
