@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 
 from benchmarks._alternatives import Alternative, RandomDraw
 from benchmarks._harness import Comparison
 from benchmarks._quality import QualityOutcome
 from benchmarks._search_quality import GridOutcome
-from benchmarks._tuner import TunerOutcome
+from benchmarks._tuner import TunerOutcome, median_wall_s
 
 
 @dataclass(frozen=True)
@@ -35,4 +34,4 @@ class WorkloadResults:
     @property
     def tuner_wall_s(self) -> float:
         """The median wall time of section 1's tuner jobs: random search's budget."""
-        return statistics.median(run.wall_s for run in self.tuner_runs or (self.tuner,))
+        return median_wall_s(self.tuner_runs or (self.tuner,))

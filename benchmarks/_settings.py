@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,7 @@ class WorkloadGrid:
 
     @property
     def grid_size(self) -> int:
-        return (len(self.batch_sizes) * len(self.workers) * len(self.amp)
-                * len(self.retain_freed_memory))
+        return math.prod(len(values) for values in self.ranges().values())
 
     def ranges(self) -> dict[str, Any]:
         """The tuner's ``--range`` values for this space."""

@@ -19,6 +19,7 @@ from benchmarks._tuner import (
     DEFAULT_SPACE,
     TunerOutcome,
     median_run,
+    median_wall_s,
     tune,
     tune_default,
     tuner_method,
@@ -34,7 +35,7 @@ def _measure_workload(grid: WorkloadGrid, settings: SuiteSettings,
         tuners = tuple(tune(ctx, db, grid.tuner_trials, seed=settings.seed + index)
                        for index in range(settings.tuner_runs))
         # The budgets of the search-only alternatives: the jobs' medians.
-        wall_s = statistics.median(t.wall_s for t in tuners)
+        wall_s = median_wall_s(tuners)
         measured = int(statistics.median(t.measured for t in tuners))
         alternatives = _alternatives.find_alternatives(ctx, grid_outcome, grid.tuner_trials,
                                                        measured)

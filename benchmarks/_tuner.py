@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -89,6 +90,11 @@ def _run(ctx: WorkloadContext, db: Database, options: TuneOptions) -> TunerOutco
 def tuner_method(seed: int) -> str:
     """The comparison session's name for the pick of section 1's tuner job with ``seed``."""
     return f"autotune, seed {seed}"
+
+
+def median_wall_s(runs: Sequence[TunerOutcome]) -> float:
+    """The median wall time of section 1's tuner jobs: its wall target's and random search's."""
+    return statistics.median(run.wall_s for run in runs)
 
 
 def median_run(runs: Sequence[TunerOutcome], comparison: Comparison) -> TunerOutcome:
