@@ -300,7 +300,10 @@ def _contention_twins(predictions: Predictions, space: SearchSpace) -> list[Conf
     sharing the step's cores is what it knows least as well: on a 2-core Xeon it predicted
     image-cnn's batch 256 at 2,020 samples/s with one worker (measured 1,970) and 1,958
     without (re-measured 2,349), and a search whose every seed had workers recommended the
-    baseline (benchmarks/RESULTS.md 1b). Only a trial tells, so each is measured.
+    baseline (benchmarks/RESULTS.md 1b). Only a trial tells, so each is measured, unless the
+    profile rules the one without workers out by far (under :data:`SLOW_SHARE` of the best,
+    the bar a proposal of the sampler must clear): slow-storage's, loading one file after the
+    other, was predicted 7x below its best with workers and cost a job 8 s of its 97.
     """
     best = predictions.best(1)
     if not best:
@@ -310,9 +313,24 @@ def _contention_twins(predictions: Predictions, space: SearchSpace) -> list[Conf
         return []
     twins = [config.model_copy(update={"intra_op_threads": t})
              for t in space.choices["intra_op_threads"] if t != config.intra_op_threads]
-    if not space.device.is_cuda and 0 in space.choices["num_workers"]:
+    if (not space.device.is_cuda and 0 in space.choices["num_workers"]
+            and _predicted_without_workers(predictions, best[0])
+            >= SLOW_SHARE * predictions.samples_per_s[best[0]]):
         twins.append(config.model_copy(update={"num_workers": 0}).normalized())
     return twins
+
+
+def _predicted_without_workers(predictions: Predictions, index: int) -> float:
+    """The predicted samples/s of configuration ``index`` loading in the main process: the
+    fastest configuration without workers that sets the other profiled knobs and the step's
+    threads as it does (0 where the space has none)."""
+    c = predictions.columns
+    same = c.num_workers == 0
+    for name in (*PROFILED_KNOBS, "intra_op_threads"):
+        if name != "num_workers":
+            column = getattr(c, name)
+            same &= column == column[index]
+    return float(predictions.samples_per_s[same].max(initial=0.0))
 
 
 #: A proposal of the sampler predicted under this share of the best measured so far is skipped
