@@ -70,7 +70,7 @@ FIXED_KNOBS: dict[str, Any] = {
     "device_prefetch": False,
     "cudnn_benchmark": False,
     "tf32": None,
-    # Doubles the grid; searched in text-transformer's grid, where default jobs pick it (1b).
+    # Doubles the grid; searched in the grids of the workloads whose default jobs pick it (1b).
     "retain_freed_memory": False,
     # PyTorch's default threads; section 1b's default space searches one thread on a CPU.
     "intra_op_threads": None,
@@ -146,11 +146,13 @@ FULL = SuiteSettings(
                      tuner_trials=10, retain_freed_memory=(False, True)),
         # Built to mislead (benchmarks/workloads/): the best worker count far above the cores;
         # larger batches slower per sample and bf16 slower than fp32. Trial budgets in the
-        # built-ins' proportion (a quarter of the grid).
-        WorkloadGrid("many-workers", _CPU_BATCHES, (0, 2, 8, 24, 48), ("off",), tuner_trials=5,
-                     file="many_workers.py"),
+        # built-ins' proportion (a quarter of the grid). glibc's trimming searched: both
+        # workloads' default jobs pick it (RESULTS-misleading.md 1b).
+        WorkloadGrid("many-workers", _CPU_BATCHES, (0, 2, 8, 24, 48), ("off",),
+                     tuner_trials=10, file="many_workers.py",
+                     retain_freed_memory=(False, True)),
         WorkloadGrid("big-batch", (32, 64, 128, 256, 512, 1024), (0, 2), _CPU_AMP,
-                     tuner_trials=6, file="big_batch.py"),
+                     tuner_trials=12, file="big_batch.py", retain_freed_memory=(False, True)),
     ),
     plan=MeasurePlan(warmup_steps=2, min_steps=3, min_seconds=1.0),
     max_memory="4GiB",
