@@ -19,7 +19,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -138,18 +138,41 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--workload", default="builtin:image-cnn")
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--config", action="append", type=_config_option, default=None,
+                        metavar="BATCH:WORKERS:AMP",
+                        help="a configuration to time instead of the device's defaults, e.g. "
+                             "256:0:bf16 (repeatable)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="times through the configurations, interleaved")
     args = parser.parse_args()
     device = torch.device(args.device)
     workload = load_workload(args.workload)
     dataset = workload.dataset()
     print(json.dumps({"cpus": os.cpu_count(), "device": args.device,
                       "workload": args.workload}), flush=True)
-    for batch, workers, amp, channels_last, pinned in CONFIGS[device.type]:
-        config = Config(batch_size=batch, num_workers=workers, amp=amp,
-                        channels_last=channels_last, pin_memory=pinned,
-                        persistent_workers=True, prefetch_factor=2)
-        print(json.dumps(one_config(workload, dataset, config, device, args.seconds)),
-              flush=True)
+    configs = args.config or CONFIGS[device.type]
+    for _ in range(args.rounds):
+        for batch, workers, amp, channels_last, pinned in configs:
+            config = Config(batch_size=batch, num_workers=workers, amp=amp,
+                            channels_last=channels_last, pin_memory=pinned,
+                            persistent_workers=workers > 0,
+                            prefetch_factor=2 if workers else None)
+            print(json.dumps(one_config(workload, dataset, config, device, args.seconds)),
+                  flush=True)
+
+
+def _config_option(text: str) -> tuple[int, int, AmpMode, bool, bool]:
+    """``--config BATCH:WORKERS:AMP`` as a row of :data:`CONFIGS` (no channels_last or
+    pinning)."""
+    try:
+        batch, workers, amp = text.split(":")
+        if amp not in ("off", "fp16", "bf16"):
+            raise ValueError(amp)
+        return int(batch), int(workers), cast(AmpMode, amp), False, False
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not BATCH:WORKERS:AMP; write it like 256:0:bf16 (AMP off, fp16 or "
+            "bf16)") from None
 
 
 if __name__ == "__main__":
