@@ -19,7 +19,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 import torch
 
@@ -166,13 +166,13 @@ def _config_option(text: str) -> tuple[int, int, AmpMode, bool, bool]:
     pinning)."""
     try:
         batch, workers, amp = text.split(":")
-        if amp not in ("off", "fp16", "bf16"):
+        if amp not in get_args(AmpMode):
             raise ValueError(amp)
         return int(batch), int(workers), cast(AmpMode, amp), False, False
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not BATCH:WORKERS:AMP; write it like 256:0:bf16 (AMP off, fp16 or "
-            "bf16)") from None
+            f"{text!r} is not BATCH:WORKERS:AMP; write it like 256:0:bf16 (AMP one of "
+            f"{', '.join(get_args(AmpMode))})") from None
 
 
 if __name__ == "__main__":
