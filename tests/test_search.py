@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from conftest import FAST, WORKLOADS
 from optuna.trial import TrialState
 from pydantic import ValidationError
-from sqlalchemy import select
+from sqlalchemy import Engine, event, select
 
 from autotune.errors import ConfigError
 from autotune.search import (
@@ -36,7 +37,7 @@ from autotune.search import (
 )
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo
 from autotune.store import Trial, open_database
-from autotune.tuner import CONFIRM_WINDOW_FACTOR, TuneOptions, create_job, run_job
+from autotune.tuner import CONFIRM_WINDOW_FACTOR, TuneOptions, create_job, load_job, run_job
 
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 
@@ -888,3 +889,36 @@ def test_confirmation_runs_use_the_longer_window(tmp_path: Path) -> None:
     # A trial pruned before its window has none (a compile stopped at its allowance, say).
     windows = [window_s for _, window_s, _ in searched if window_s is not None]
     assert windows and all(window_s < confirm_plan.min_seconds for window_s in windows)
+
+
+def test_ctrl_c_inside_a_study_statement_still_marks_the_job_interrupted(tmp_path: Path) -> None:
+    """Ctrl-C lands wherever the job is; inside one of Optuna's SQLite statements it used to
+    leave the write lock held, so storing "interrupted" waited out the busy timeout and failed.
+    The interrupt is raised as the signal would, from inside Optuna's next read after a trial
+    was told."""
+    told = threading.Event()
+
+    def interrupt_once(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.startswith("INSERT INTO trial_values"):
+            told.set()
+        elif told.is_set() and statement.startswith("SELECT trials.trial_id"):
+            told.clear()
+            event.remove(Engine, "after_cursor_execute", interrupt_once)
+            raise KeyboardInterrupt
+
+    db = open_database(str(tmp_path / "jobs.db"))
+    try:
+        options = TuneOptions(workload=str(WORKLOADS / "tiny.py"), n_trials=3, device="cpu",
+                              confirm_rounds=1, confirm_top=1, profile=False, **FAST)
+        job_id = create_job(db, options, status="running")
+        event.listen(Engine, "after_cursor_execute", interrupt_once)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                run_job(db, job_id)
+        finally:
+            if event.contains(Engine, "after_cursor_execute", interrupt_once):
+                event.remove(Engine, "after_cursor_execute", interrupt_once)
+        assert load_job(db, job_id).status == "interrupted"
+        assert run_job(db, job_id).status == "succeeded"  # and it resumes
+    finally:
+        db.dispose()

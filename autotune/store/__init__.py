@@ -1,6 +1,12 @@
 """Storage of jobs and trials through SQLAlchemy (SQLite by default, PostgreSQL shared)."""
 
-from autotune.store._db import Database, configure_sqlite, open_database, resolve_url
+from autotune.store._db import (
+    Database,
+    configure_sqlite,
+    open_database,
+    release_interrupted,
+    resolve_url,
+)
 from autotune.store._lease import database_now, lock_owned_job, next_trial_number
 from autotune.store._lock import (
     LOCK_DIR_ENV,
@@ -44,6 +50,7 @@ __all__ = [
     "lock_owned_job",
     "next_trial_number",
     "open_database",
+    "release_interrupted",
     "resolve_url",
     "schema_differences",
     "throughput_over_run",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,6 +56,19 @@ def configure_sqlite(engine: Engine, always_immediate: bool = False) -> None:
         immediate = always_immediate or connection.get_execution_options().get(
             "sqlite_immediate", False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def release_interrupted(exc: BaseException) -> None:
+    """Free what a database call stopped by ``exc`` (Ctrl-C, a kill) still holds.
+
+    A KeyboardInterrupt raised while SQLite steps a statement leaves that statement unfinished,
+    referenced from the frames of the traceback. SQLAlchemy closes the connection, but SQLite
+    keeps a connection with unfinished statements open, with its transaction and write lock,
+    until they are freed: any write before that (the job's "interrupted" status) waits out the
+    busy timeout and fails. Clearing the finished frames' locals frees the statement.
+    """
+    traceback.clear_frames(exc.__traceback__)
+    gc.collect()
 
 
 def _hide_password(url: str) -> str:

@@ -56,6 +56,7 @@ from autotune.store import (
     device_lock,
     lock_owned_job,
     next_trial_number,
+    release_interrupted,
     utcnow,
 )
 from autotune.tuner._options import TuneOptions
@@ -644,7 +645,8 @@ def run_job(
         _update_job(db, job_id, owner, status="failed", error=str(exc), finished_at=utcnow())
         reporter.job_finished(load_job(db, job_id))
         raise
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        release_interrupted(exc)  # Ctrl-C may have landed inside one of Optuna's statements
         _update_job(db, job_id, owner, status="interrupted",
                     error="interrupted; resume with `autotune run ... --resume`")
         raise
