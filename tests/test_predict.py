@@ -29,6 +29,7 @@ from autotune.recommend import TrialView, ceiling_sentence
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo, default_max_workers
 from autotune.tuner._profiled import (
     Predictor,
+    below_reach,
     covered_ratios,
     highest_other_ratio,
     measured_scales,
@@ -659,6 +660,29 @@ def test_a_configuration_is_too_slow_only_under_a_third_of_the_best_measured() -
     assert predicted_too_slow(predictor, config, 3.1 * predicted, best_config=best_config) is None
     assert predicted_too_slow(predictor, Config(batch_size=8), 3.1 * predicted,
                               best_config=best_config) is not None
+
+
+def test_a_neighbour_is_out_of_reach_only_under_the_best_at_twice_its_uncertainty() -> None:
+    profile = make_profile({32: 1000.0, 64: 2000.0}, {0: 1e5})
+    space = small_space(ranges={"batch_size": "32,64"}, fixed={"num_workers": 0})
+    predictor = Predictor(profile, space, None)
+    neighbour, best_config = Config(batch_size=32), Config(batch_size=64)
+    predicted = predictor.samples_per_s(neighbour)
+    reach = predictor.reach(neighbour)
+    assert predicted is not None and reach is not None
+    uncertainty = float(predict_configs(profile, [neighbour]).uncertainty[0])
+    assert uncertainty > 0 and reach == pytest.approx(predicted * (1 + 2 * uncertainty))
+    # Batch 64 predicted at 2,000: the bar is the lower of that and the best measured.
+    best_predicted = predictor.samples_per_s(best_config)
+    assert best_predicted is not None and best_predicted > 1.01 * reach
+    assert below_reach(predictor, neighbour, 0.99 * reach, best_config) is None
+    reason = below_reach(predictor, neighbour, 1.01 * reach, best_config)
+    assert reason is not None and f"{reach:,.1f}" in reason
+    # A best measured far above its own prediction: the prediction is the bar (the profile's
+    # scale, which the neighbour's prediction shares). One the profile predicts no faster than
+    # the neighbour leaves it in reach however fast it measured.
+    assert below_reach(predictor, neighbour, 10 * best_predicted, best_config) is not None
+    assert below_reach(predictor, neighbour, 10 * best_predicted, neighbour) is None
 
 
 def test_a_compiled_configuration_is_charged_the_shortest_compile_measured() -> None:

@@ -443,6 +443,38 @@ def test_a_best_at_the_profile_s_ceiling_ends_the_search_after_its_neighbours() 
     assert state.converged and not state.at_ceiling and state.end_reason(30) == "converged"
 
 
+def test_a_neighbour_the_profile_puts_out_of_reach_is_skipped_not_measured() -> None:
+    # As above at the ceiling, with a profile that rules out every neighbour with fewer
+    # workers than the peak (slow-storage's batch 256 with 4 workers next to 8, predicted at
+    # half of it): the others are measured, those are counted as skipped, and the search still
+    # ends at the ceiling.
+    peak = Config(batch_size=64, num_workers=4, prefetch_factor=4)
+    space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "32..128", "num_workers": "0,1,2,4"})
+    study = new_study(space, 30)
+    enqueue_first_trials(study, space)
+    state = SearchState(InfeasibleSet())
+    enqueue_candidates(study, space, [Config(batch_size=32, num_workers=1), peak], "predicted",
+                       state)
+    judged: list[tuple[Config, Config, float]] = []
+
+    def fewer_workers(config: Config, best_config: Config, best: float) -> str | None:
+        judged.append((config, best_config, best))
+        return "fewer workers" if config.num_workers < best_config.num_workers else None
+
+    skipped: list[tuple[Config, str]] = []
+    measure = PlateauMeasure(peak=peak)
+    run_search(study, space, state, measure, 30, on_skip=lambda c, r: skipped.append((c, r)),
+               patience=5, ceiling=_as_read(205.0), out_of_reach=fewer_workers)
+    measured = {c.key() for c, _, _ in measure.calls}
+    neighbours = {c.key(): c for c in space.adjacent(peak)}
+    out = {key for key, c in neighbours.items() if c.num_workers < peak.num_workers}
+    assert out and out.isdisjoint(measured)
+    assert set(neighbours) - out <= measured
+    assert {c.key() for c, _ in skipped} == out - measured and state.skipped_slow == len(out)
+    assert all(best_config == peak and best == 200.0 for _, best_config, best in judged)
+    assert state.converged and state.at_ceiling and state.end_reason(30) == "ceiling"
+
+
 def test_at_the_ceiling_a_neighbour_that_gains_keeps_the_search_climbing() -> None:
     # The profile foresees 101 at most, and the seed reads 100; its next batch gains 5.5%, more
     # than a trial's spread and still within 5% of the ceiling: the climb measures that

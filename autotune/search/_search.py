@@ -189,9 +189,11 @@ def _untried_feasible(space: SearchSpace, state: SearchState, seed: int) -> Conf
     return random.Random(seed + state.measured).choice(fresh or configs) if configs else None
 
 
-def _queue_adjacent(study: optuna.Study, space: SearchSpace, state: SearchState) -> bool:
+def _queue_adjacent(study: optuna.Study, space: SearchSpace, state: SearchState,
+                    out_of_reach: JudgeFn | None = None, on_skip: SkipFn | None = None) -> bool:
     """Queue the best's untried neighbours along the ordered knobs (see
-    :meth:`SearchSpace.adjacent`), once per best; whether any was queued.
+    :meth:`SearchSpace.adjacent`), once per best; whether any was queued. A neighbour that
+    ``out_of_reach`` judges unable to beat the best is skipped unmeasured instead.
 
     A converged search has measured the seeds and the sampler's proposals around them, not
     necessarily the batch or worker count next to its best: on a 2-core CPU, slow-storage's
@@ -215,7 +217,17 @@ def _queue_adjacent(study: optuna.Study, space: SearchSpace, state: SearchState)
         return False
     state.refined.add(best.key())
     state.refined_at = state.best
-    return bool(enqueue_candidates(study, space, space.adjacent(best), "search", state))
+    neighbours = []
+    for neighbour in space.adjacent(best):
+        reason = None if out_of_reach is None else out_of_reach(neighbour, best, state.best)
+        if reason is None:
+            neighbours.append(neighbour)
+        elif neighbour.key() not in state.values and neighbour.key() not in state.skipped_keys:
+            state.skipped_slow += 1
+            state.skipped_keys.add(neighbour.key())
+            if on_skip is not None:
+                on_skip(neighbour, reason)
+    return bool(enqueue_candidates(study, space, neighbours, "search", state))
 
 
 def at_ceiling(best: float, ceiling: float | None, scaled: float | None = None,
@@ -259,6 +271,7 @@ def run_search(
     patience: int = 0,
     predicted_slow: JudgeFn | None = None,
     ceiling: CeilingFn | None = None,
+    out_of_reach: JudgeFn | None = None,
 ) -> SearchState:
     """Measure configurations until ``n_trials`` have been measured (resumed ones included).
 
@@ -266,7 +279,8 @@ def run_search(
     checklist, predicted seeds) has been measured and the last ``patience`` measurements
     improved nothing by more than :data:`MIN_IMPROVEMENT` (``state.converged``): the rest of
     the budget would mostly re-measure the noise around a settled best. Before it ends, the
-    configurations adjacent to the best along the ordered knobs are queued (once per best);
+    configurations adjacent to the best along the ordered knobs are queued (once per best),
+    less those ``out_of_reach`` judges unable to beat the best (skipped as predicted slow);
     one of them that improves on it starts the count again. 0: the whole budget.
     With ``patience`` and a ``ceiling`` (the fastest samples/s the profile predicts anywhere in
     the space, as read and as the trials so far scale it: asked after each measurement), the
@@ -301,7 +315,7 @@ def run_search(
             reached_at = state.measured
         if patience and (state.since_improvement >= patience or reached) \
                 and not _queued(study):
-            if not _queue_adjacent(study, space, state):
+            if not _queue_adjacent(study, space, state, out_of_reach, on_skip):
                 state.converged, state.at_ceiling = True, reached
                 break
             continue

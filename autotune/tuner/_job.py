@@ -65,6 +65,7 @@ from autotune.tuner._profiled import (
     PredictFn,
     Predictor,
     ProfileCancelled,
+    below_reach,
     compile_lower_bound,
     measure_profile,
     no_prediction,
@@ -356,6 +357,11 @@ class _JobRun:
                                   compile_lower_bound(self.shortest_compile_s, config.compile),
                                   self.run_samples, best_config)
 
+    def _below_reach(self, config: Config, best_config: Config, best: float) -> str | None:
+        """Why the profile rules ``config``, a neighbour of ``best_config``, out as a step up."""
+        assert self.predictor is not None
+        return below_reach(self.predictor, config, best, best_config)
+
     def _ceiling(self) -> tuple[float, float, float] | None:
         """The profile's ceiling (the fastest it predicts for a configuration that fits), as
         it read it and on the scales this job's trials ran at (see :meth:`Predictor.ceiling`)."""
@@ -442,6 +448,7 @@ class _JobRun:
             on_skip=self.reporter.trial_skipped, should_stop=self._out_of_time,
             seed=self.options.seed, patience=self.options.patience,
             predicted_slow=None if self.predictor is None else self._predicted_slow,
+            out_of_reach=None if self.predictor is None else self._below_reach,
             ceiling=None if self.predictor is None else self._ceiling,
         )
         if self.cancel.is_set():
