@@ -388,17 +388,17 @@ def _as_read(ceiling: float) -> CeilingFn:
     return lambda: (ceiling, ceiling, ceiling)
 
 
-def _plateau_search(ceiling: CeilingFn | None, peak: Config,
-                    measure: PlateauMeasure) -> tuple[SearchState, SearchSpace]:
+def _plateau_search(ceiling: CeilingFn | None, peak: Config, measure: PlateauMeasure,
+                    **options: Any) -> tuple[SearchState, SearchSpace]:
     """The patience test's search (baseline, checklist, two seeds with the peak last), with a
-    profile's ceiling."""
+    profile's ceiling and ``options`` for :func:`run_search`."""
     space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "32..128", "num_workers": "0,1,2,4"})
     study = new_study(space, 30)
     enqueue_first_trials(study, space)
     state = SearchState(InfeasibleSet())
     enqueue_candidates(study, space, [Config(batch_size=32, num_workers=1), peak], "predicted",
                        state)
-    run_search(study, space, state, measure, 30, patience=5, ceiling=ceiling)
+    run_search(study, space, state, measure, 30, patience=5, ceiling=ceiling, **options)
     return state, space
 
 
@@ -449,12 +449,6 @@ def test_a_neighbour_the_profile_puts_out_of_reach_is_skipped_not_measured() -> 
     # half of it): the others are measured, those are counted as skipped, and the search still
     # ends at the ceiling.
     peak = Config(batch_size=64, num_workers=4, prefetch_factor=4)
-    space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "32..128", "num_workers": "0,1,2,4"})
-    study = new_study(space, 30)
-    enqueue_first_trials(study, space)
-    state = SearchState(InfeasibleSet())
-    enqueue_candidates(study, space, [Config(batch_size=32, num_workers=1), peak], "predicted",
-                       state)
     judged: list[tuple[Config, Config, float]] = []
 
     def fewer_workers(config: Config, best_config: Config, best: float) -> str | None:
@@ -463,8 +457,8 @@ def test_a_neighbour_the_profile_puts_out_of_reach_is_skipped_not_measured() -> 
 
     skipped: list[tuple[Config, str]] = []
     measure = PlateauMeasure(peak=peak)
-    run_search(study, space, state, measure, 30, on_skip=lambda c, r: skipped.append((c, r)),
-               patience=5, ceiling=_as_read(205.0), out_of_reach=fewer_workers)
+    state, space = _plateau_search(_as_read(205.0), peak, measure, out_of_reach=fewer_workers,
+                                   on_skip=lambda c, r: skipped.append((c, r)))
     measured = {c.key() for c, _, _ in measure.calls}
     neighbours = {c.key(): c for c in space.adjacent(peak)}
     out = {key for key, c in neighbours.items() if c.num_workers < peak.num_workers}

@@ -405,8 +405,8 @@ def below_reach(predictor: Predictor, config: Config, best: float,
     bar = min(best, predictor.samples_per_s(best_config) or best)
     if reach >= bar:
         return None
-    return (f"the profile allows it at most {reach:,.1f} samples/s, under the best measured "
-            f"so far ({best:,.1f}) it is next to")
+    return (f"the profile allows it at most {reach:,.1f} samples/s, under the best it is next "
+            f"to ({best:,.1f} measured)")
 
 
 #: torch.compile's modes by the work they do: max-autotune compiles what default compiles and
