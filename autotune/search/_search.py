@@ -80,6 +80,12 @@ class SearchState:
     refined: set[str] = field(default_factory=set)
     refined_at: float = 0.0
 
+    def skip(self, config: Config, predicted_slow: bool) -> None:
+        """Count ``config`` as skipped unmeasured (infeasible, or predicted too slow)."""
+        self.skipped += not predicted_slow
+        self.skipped_slow += predicted_slow
+        self.skipped_keys.add(config.key())
+
     def remember(self, config: Config, observation: Observation) -> None:
         self.values[config.key()] = observation.value
         self.measured += 1
@@ -223,8 +229,7 @@ def _queue_adjacent(study: optuna.Study, space: SearchSpace, state: SearchState,
         if reason is None:
             neighbours.append(neighbour)
         elif neighbour.key() not in state.values and neighbour.key() not in state.skipped_keys:
-            state.skipped_slow += 1
-            state.skipped_keys.add(neighbour.key())
+            state.skip(neighbour, predicted_slow=True)
             if on_skip is not None:
                 on_skip(neighbour, reason)
     return bool(enqueue_candidates(study, space, neighbours, "search", state))
@@ -345,9 +350,7 @@ def run_search(
         if reason is not None:
             trial.set_user_attr("skipped", reason)
             study.tell(trial, state=TrialState.PRUNED)
-            state.skipped += slow is None
-            state.skipped_slow += slow is not None
-            state.skipped_keys.add(key)
+            state.skip(config, predicted_slow=slow is not None)
             fruitless += 1
             if on_skip is not None:
                 on_skip(config, reason)

@@ -117,18 +117,21 @@ class Predictor:
 
     def samples_per_s(self, config: Config) -> float | None:
         """The predicted samples/s of one configuration (on the grid or off it)."""
-        value = float(predict_configs(self.profile, [config],
-                                      self.memory_budget_bytes).samples_per_s[0])
-        return value if value == value and value != float("inf") else None
+        return self._predicted(config)[0]
 
     def reach(self, config: Config) -> float | None:
         """The most samples/s the profile allows ``config``: its prediction raised by twice
         its uncertainty (:data:`REACH_UNCERTAINTIES`)."""
+        value, uncertainty = self._predicted(config)
+        return None if value is None else value * (1 + REACH_UNCERTAINTIES * uncertainty)
+
+    def _predicted(self, config: Config) -> tuple[float | None, float]:
+        """One configuration's predicted samples/s (None where not a finite figure) and the
+        prediction's uncertainty."""
         predictions = predict_configs(self.profile, [config], self.memory_budget_bytes)
         value = float(predictions.samples_per_s[0])
-        if value != value or value == float("inf"):
-            return None
-        return value * (1 + REACH_UNCERTAINTIES * float(predictions.uncertainty[0]))
+        finite = value if value == value and value != float("inf") else None
+        return finite, float(predictions.uncertainty[0])
 
     @cached_property
     def _of_space(self) -> Predictions:
