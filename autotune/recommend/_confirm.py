@@ -337,13 +337,7 @@ def _front(entries: Sequence[CandidateRuns]) -> list[CandidateRuns]:
     in some round.
     """
     return [entry for entry in entries
-            if not any(_outran(other, entry) for other in entries if other is not entry)]
-
-
-def _outran(entry: CandidateRuns, other: CandidateRuns) -> bool:
-    """``entry`` ran faster than ``other`` in every round both ran (paired)."""
-    return all(entry.over_run(mine) > other.over_run(theirs)
-               for mine, theirs in zip(entry.runs, other.runs, strict=True))
+            if not any(_behind(entry, other, 0.0) for other in entries)]
 
 
 def _paired_ratios(entry: CandidateRuns, baseline: CandidateRuns) -> list[float]:
