@@ -22,7 +22,7 @@ import httpx
 import pytest
 from conftest_browser import PLOT_POINTS_JS, open_page, screenshot, wait_ready
 from conftest_service import AUTOTUNE, FAST_JOB, TESTS, Service, clean_env, wait_for
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Page, Route, expect
 
 from autotune.search import study_name_for
 from autotune.store import Trial, open_database
@@ -322,10 +322,45 @@ def test_optuna_dashboard_finds_the_jobs_study(service: Service, workdir: Path) 
         process.wait(timeout=30)
 
 
+def test_a_token_stored_while_a_request_without_one_is_on_its_way_is_kept(
+    guarded: Service, browser: Browser
+) -> None:
+    """The refusal of a request that carried no token does not forget the one stored since."""
+    context = browser.new_context()
+    page = context.new_page()
+    held: list[Route] = []
+
+    def jobs_list(url: str) -> bool:
+        return "/v1/jobs?" in url
+
+    def hold(route: Route) -> None:
+        held.append(route)
+
+    page.route(jobs_list, hold)
+    page.goto(f"{guarded.base_url}/")
+    for _ in range(600):
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the jobs list never asked for its jobs"
+    page.evaluate(f"sessionStorage.setItem('autotune.token', '{TOKEN}')")
+    held[0].continue_()  # the request as sent, without a token: the server answers 401
+    expect(page.locator("#token-prompt")).to_be_visible(timeout=30_000)
+    expect(page.locator("#token-error")).to_be_hidden()
+    assert page.evaluate("sessionStorage.getItem('autotune.token')") == TOKEN
+    page.unroute(jobs_list)
+    page.reload()
+    wait_ready(page)
+    expect(page.locator("tr[data-job='1']")).to_be_visible()
+    context.close()
+
+
 def test_a_failed_poll_keeps_the_page_and_says_so(guarded: Service, browser: Browser) -> None:
     """Runs last: it stops the guarded server under an open jobs list."""
     page = browser.new_context().new_page()
     page.goto(f"{guarded.base_url}/")
+    # The page has had its 401 (no token yet) before the tab is given one.
+    expect(page.locator("#token-prompt")).to_be_visible(timeout=30_000)
     page.evaluate(f"sessionStorage.setItem('autotune.token', '{TOKEN}')")
     page.reload()
     wait_ready(page)

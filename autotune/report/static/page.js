@@ -16,13 +16,19 @@
 
   // -- reading the data ----------------------------------------------------------------------
 
-  class Unauthorized extends Error {}
+  // `refused`: the token the request carried (null when it carried none).
+  class Unauthorized extends Error {
+    constructor(refused) {
+      super("the server asks for a token");
+      this.refused = refused;
+    }
+  }
 
   async function api(path) {
     const token = sessionStorage.getItem(TOKEN_KEY);
     const headers = token ? { Authorization: `Bearer ${token}` } : {};
     const response = await fetch(path, { headers, cache: "no-store" });
-    if (response.status === 401) throw new Unauthorized();
+    if (response.status === 401) throw new Unauthorized(token);
     if (!response.ok) {
       const answer = await response.json().catch(() => ({}));
       const detail = typeof answer.detail === "string" ? answer.detail : "";
@@ -585,7 +591,7 @@
         note.textContent = "";
       } catch (error) {
         if (error instanceof Unauthorized) {
-          askForToken(start);
+          askForToken(start, error.refused);
           return;
         }
         note.textContent = `not updated (${error.message || error}); trying again`;
@@ -603,21 +609,24 @@
 
   // -- start ---------------------------------------------------------------------------------
 
-  function askForToken(retry) {
+  // Forgets the tab's token only when it is the one refused: a token stored while a request
+  // without one was on its way is kept, for the next try.
+  function askForToken(retry, refused) {
     show("token-view");
     const form = document.getElementById("token-prompt");
     const input = document.getElementById("token-input");
-    if (sessionStorage.getItem(TOKEN_KEY)) {
+    if (refused && sessionStorage.getItem(TOKEN_KEY) === refused) {
       const error = document.getElementById("token-error");
       error.hidden = false;
       error.textContent = "The server refused the token this tab had; paste the current one.";
       sessionStorage.removeItem(TOKEN_KEY);
     }
-    form.addEventListener("submit", (event) => {
+    // One handler however often the prompt is shown: a refused token asks again.
+    form.onsubmit = (event) => {
       event.preventDefault();
       sessionStorage.setItem(TOKEN_KEY, input.value.trim());
       guard(retry);
-    });
+    };
     input.focus();
   }
 
@@ -633,7 +642,7 @@
     try {
       await action();
     } catch (error) {
-      if (error instanceof Unauthorized) askForToken(start);
+      if (error instanceof Unauthorized) askForToken(start, error.refused);
       else showError(error);
     }
   }
