@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -83,16 +83,18 @@ class _Part:
     work_s_per_sample: float | None = None
 
 
-def _interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> tuple[float, float]:
-    """Linear interpolation in ``log(1 + x)`` between measured points; beyond them the nearest
-    point's value. Returns the value and the uncertainty it adds."""
+def _interpolate(xs: Sequence[float], ys: Sequence[float], x: float,
+                 scale: Callable[[float], float] = math.log1p) -> tuple[float, float]:
+    """Linear interpolation in ``scale(x)`` (``log(1 + x)`` unless given) between measured
+    points; beyond them the nearest point's value. Returns the value and the uncertainty it
+    adds."""
     if x in xs:
         return ys[xs.index(x)], 0.0
     if x < xs[0] or x > xs[-1]:
         return (ys[0] if x < xs[0] else ys[-1]), EXTRAPOLATED
     right = bisect.bisect_left(xs, x)
-    x0, x1 = math.log1p(xs[right - 1]), math.log1p(xs[right])
-    share = (math.log1p(x) - x0) / (x1 - x0)
+    x0, x1 = scale(xs[right - 1]), scale(xs[right])
+    share = (scale(x) - x0) / (x1 - x0)
     return ys[right - 1] + share * (ys[right] - ys[right - 1]), INTERPOLATED
 
 
@@ -221,7 +223,21 @@ def _loader_part(points: Sequence[LoaderPoint], workers: int) -> _Part:
         first = ordered[0]
         return _Part(first.samples_per_s / max(1, first.num_workers),
                      first.cpu_s_per_sample, EXTRAPOLATED)
-    rate, added = _interpolate(counts, [p.samples_per_s for p in ordered], float(workers))
+    rates = [p.samples_per_s for p in ordered]
+    rate, added = _interpolate(counts, rates, float(workers))
+    if added == INTERPOLATED and workers > 0 and all(rates):
+        # Between two counts timed, a round of the workers (a batch from each) takes seconds
+        # that grow linearly with the count: constant where every worker reads at its own pace
+        # (the rate grows in proportion), in proportion where they share saturated cores (the
+        # rate stays flat). Interpolated in log(1 + workers) the rate itself reads a count
+        # between as if most of the gain came early: a reduced many-workers profile timed 8
+        # and 48 workers (518 and 3,072 samples/s, 15 ms reads) and read 24 at 2,058 where
+        # 24 such workers deliver 1,540; its trials at 24 workers measured 0.74-0.96 of their
+        # predictions, and batch 64 with 48 workers, whose epoch ends on a round of 16,
+        # 0.78-0.88 (benchmarks/RESULTS-misleading.md).
+        round_s, _ = _interpolate(counts, [c / r for c, r in zip(counts, rates, strict=True)],
+                                  float(workers), scale=float)
+        rate = workers / round_s
     cpu, _ = _interpolate(counts, [p.cpu_s_per_sample for p in ordered], float(workers))
     main, _ = _interpolate(counts, [p.main_cpu_s_per_batch or 0.0 for p in ordered],
                            float(workers))
