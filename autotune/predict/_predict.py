@@ -232,9 +232,10 @@ def _loader_part(points: Sequence[LoaderPoint], workers: int) -> _Part:
         # rate stays flat). Interpolated in log(1 + workers) the rate itself reads a count
         # between as if most of the gain came early: a reduced many-workers profile timed 8
         # and 48 workers (518 and 3,072 samples/s, 15 ms reads) and read 24 at 2,058 where
-        # 24 such workers deliver 1,540; its trials at 24 workers measured 0.74-0.96 of their
-        # predictions, and batch 64 with 48 workers, whose epoch ends on a round of 16,
-        # 0.78-0.88 (benchmarks/RESULTS-misleading.md).
+        # 24 such workers deliver 1,540. In three such jobs the trials at 24 workers measured
+        # 0.73-0.96 of their predictions, and batch 64 with 48 workers (an epoch ending on a
+        # round of 16) 0.78-0.88; replayed this way, 0.96-1.15 and 0.89-0.99
+        # (benchmarks/RESULTS-misleading.md).
         round_s, _ = _interpolate(counts, [c / r for c, r in zip(counts, rates, strict=True)],
                                   float(workers), scale=float)
         rate = workers / round_s
