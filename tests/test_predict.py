@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -46,6 +47,16 @@ IMAGES = WorkloadInfo(name="images", dataset_length=1_000_000, input_batch_ndim=
 TOKENS = WorkloadInfo(name="tokens", dataset_length=100_000, input_batch_ndim=2, batch_size=32)
 #: Profiles and trial measurements of real jobs, kept to replay the predictor over.
 RECORDED = Path(__file__).resolve().parent / "recorded"
+
+
+def recorded_ratios(name: str, runs_key: str) -> npt.NDArray[np.float64]:
+    """Measured / predicted of the runs under ``runs_key`` of a recorded job (tests/recorded/),
+    predicted from its profile by this code."""
+    recorded = json.loads((RECORDED / name).read_text())
+    profile = Profile.model_validate(recorded["profile"])
+    runs = recorded[runs_key]
+    predicted = predict_configs(profile, [Config.model_validate(r["config"]) for r in runs])
+    return np.array([r["samples_per_s"] for r in runs]) / predicted.samples_per_s
 
 
 def make_profile(step_rates: dict[int, float], loader_rates: dict[int, float],
@@ -202,11 +213,7 @@ def test_a_recorded_many_workers_jobs_trials_between_its_timed_counts_are_predic
     and 48 workers, its trials ran 24 workers and batch 64 with 48 (an epoch of 64 batches
     ends on a round of 16 workers). Read in log(1 + workers), the counts between came out
     fast: those trials measured 0.74-0.89 of their predictions."""
-    recorded = json.loads((RECORDED / "many_workers_reduced_job.json").read_text())
-    profile = Profile.model_validate(recorded["profile"])
-    runs = recorded["runs"]
-    predicted = predict_configs(profile, [Config.model_validate(r["config"]) for r in runs])
-    ratios = np.array([r["samples_per_s"] for r in runs]) / predicted.samples_per_s
+    ratios = recorded_ratios("many_workers_reduced_job.json", "runs")
     assert np.all((ratios >= 0.85) & (ratios <= 1.15)), ratios
 
 
@@ -283,11 +290,7 @@ def test_a_recorded_slow_storage_jobs_finalists_are_predicted_within_the_band() 
     """A default slow-storage job on a 2-core EPYC (tests/recorded/): its finalists train with
     48 workers on 2 cores, the loader at 0.8 of the cores' share. With a hard minimum of the
     two their 15 confirmation runs read 0.66-0.96 of their predictions (7 within 0.85-1.15)."""
-    recorded = json.loads((RECORDED / "slow_storage_default_job.json").read_text())
-    profile = Profile.model_validate(recorded["profile"])
-    runs = recorded["confirmation_runs"]
-    predicted = predict_configs(profile, [Config.model_validate(r["config"]) for r in runs])
-    ratios = np.array([r["samples_per_s"] for r in runs]) / predicted.samples_per_s
+    ratios = recorded_ratios("slow_storage_default_job.json", "confirmation_runs")
     assert 0.9 <= float(np.median(ratios)) <= 1.1, ratios
     assert np.sum((ratios >= 0.85) & (ratios <= 1.15)) >= 12, ratios
 
@@ -318,11 +321,7 @@ def test_a_recorded_text_transformer_jobs_trials_are_predicted_closer_through_th
     """A default text-transformer job on a 2-core EPYC (tests/recorded/): its step points read
     231-389 samples/s, batch 32's 389 between 359 and 304. Its 23 trials' median distance from
     their predictions: 24% with the points read one by one, 14% through the running median."""
-    recorded = json.loads((RECORDED / "text_transformer_default_job.json").read_text())
-    profile = Profile.model_validate(recorded["profile"])
-    runs = recorded["runs"]
-    predicted = predict_configs(profile, [Config.model_validate(r["config"]) for r in runs])
-    ratios = np.array([r["samples_per_s"] for r in runs]) / predicted.samples_per_s
+    ratios = recorded_ratios("text_transformer_default_job.json", "runs")
     assert float(np.median(np.abs(np.log(ratios)))) < 0.18, ratios
 
 
