@@ -16,6 +16,7 @@ from autotune.predict._predict import (
 from autotune.predict._profile import (
     HeapPoint,
     LoaderPoint,
+    LockstepPoint,
     MemoryModel,
     Profile,
     StepPoint,
@@ -27,6 +28,7 @@ __all__ = [
     "Columns",
     "HeapPoint",
     "LoaderPoint",
+    "LockstepPoint",
     "MemoryModel",
     "Predictions",
     "Profile",
