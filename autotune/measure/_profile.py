@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
+import mmap
 import os
 import resource
 import statistics
@@ -49,6 +51,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+import numpy as np
 import psutil
 import torch
 from torch.utils.data import DataLoader, IterableDataset, default_collate
@@ -143,6 +146,10 @@ FRESH_HEAP_WINDOW_S = 0.3
 #: batch).
 LOCKSTEP_ROUNDS = 3
 LOCKSTEP_WINDOW_S = 0.4
+#: Bytes of fresh anonymous memory :func:`fault_seconds` writes a byte of per page, and how
+#: many times (the fastest counts, as for every window).
+FAULT_PROBE_BYTES = 32 * 2**20
+FAULT_PROBE_REPEATS = 5
 #: Share of the memory budget a step point may be predicted to need before the sweep stops.
 MEMORY_MARGIN = 0.9
 #: A precision/layout whose step kept fewer than this share of the cores another kept busy is
@@ -428,6 +435,27 @@ def _minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
+def fault_seconds() -> float | None:
+    """Seconds one minor page fault costs this process: a fresh anonymous mapping of
+    :data:`FAULT_PROBE_BYTES` written a byte per page (the kernel maps and zeroes each page as
+    it is first written), the fastest of :data:`FAULT_PROBE_REPEATS` over the faults it took.
+    None where the writes took none."""
+    fastest = math.inf
+    for _ in range(FAULT_PROBE_REPEATS):
+        mapping = mmap.mmap(-1, FAULT_PROBE_BYTES)
+        pages = np.frombuffer(mapping, dtype=np.uint8)[::mmap.PAGESIZE]
+        faults = _minor_faults()
+        started = time.perf_counter()
+        pages[:] = 1
+        elapsed = time.perf_counter() - started
+        taken = _minor_faults() - faults
+        del pages  # the mapping cannot close while a view holds it
+        mapping.close()
+        if taken > 0:
+            fastest = min(fastest, elapsed / taken)
+    return None if fastest == math.inf else fastest
+
+
 def _heap_window(bench: _StepBench, batch: Any, batch_size: int) -> tuple[float, float]:
     """Samples/s of the median step and minor page faults per step over one window of
     :data:`FRESH_HEAP_WINDOW_S` (three steps at least), after one untimed step."""
@@ -457,6 +485,12 @@ def profile_fresh_heap(workload: Workload, device: torch.device, source: _Batche
     has stepped, glibc's thresholds have risen, and image-cnn's bf16 timed after its fp32
     faulted 91 pages a step, not thousands. The faster of two windows counts on each side, as
     for every point.
+
+    The ratio is the step's time retaining plus the pages glibc's defaults faulted in beyond
+    it, each at the cost :func:`fault_seconds` times: the two windows' times alone, seconds
+    apart on a machine whose speed moves, read image-cnn's ratio at 0.70, 0.75, 0.83 and 1.00
+    in four profiles on one 2-core EPYC, where each page cost 2.1-2.4 us by the first three
+    and 2.2 us by the probe (benchmarks/RESULTS.md 1b).
     """
     batch_size = plan.loader_batch_size
     amp, channels_last = plan.amp_modes[0], plan.channels_last[0]
@@ -471,8 +505,13 @@ def profile_fresh_heap(workload: Workload, device: torch.device, source: _Batche
         if not _is_oom(exc):
             raise
         return []  # the sweep finds out what fits; the predictions go without the ratio
-    return [HeapPoint(amp=amp, batch_size=batch_size, ratio=min(1.0, fresh_rate / kept_rate),
-                      faults_per_step=fresh_faults, retained_faults_per_step=kept_faults)]
+    fault_s = fault_seconds()
+    timed = min(1.0, fresh_rate / kept_rate)
+    faulting_s = max(0.0, fresh_faults - kept_faults) * (fault_s or 0.0)
+    ratio = timed if fault_s is None else 1.0 / (1.0 + faulting_s * kept_rate / batch_size)
+    return [HeapPoint(amp=amp, batch_size=batch_size, ratio=ratio, timed_ratio=timed,
+                      fault_s=fault_s, faults_per_step=fresh_faults,
+                      retained_faults_per_step=kept_faults)]
 
 
 def step_batches(workload: Workload, dataset: Any, plan: ProfilePlan) -> _Batches:
@@ -1009,7 +1048,8 @@ def profile_lockstep(workload: Workload, dataset: Any, device: torch.device, pla
 
     rounds: list[tuple[float, float]] = []
     try:
-        loop()  # the bench's first step: its allocations, not the loop's pace
+        for _ in range(2):
+            loop()  # the bench's first steps: its optimizer's state and allocations
         for _ in range(LOCKSTEP_ROUNDS):
             together = _window(loop, bench, batch_size)
             alone = _window(step_alone, bench, batch_size)

@@ -152,11 +152,17 @@ class HeapPoint(BaseModel):
 
     amp: AmpMode
     batch_size: int
-    #: Samples/s with glibc's defaults over samples/s retaining freed memory (at most 1).
+    #: Samples/s with glibc's defaults over samples/s retaining freed memory (at most 1): the
+    #: step's time retaining plus the extra faults at :attr:`fault_s` each, where timed; else
+    #: the two windows' times alone.
     ratio: float
     #: Minor page faults per step of each.
     faults_per_step: float
     retained_faults_per_step: float
+    #: The two windows' times alone (at most 1), and the seconds one minor page fault cost
+    #: this process; None in older profiles.
+    timed_ratio: float | None = None
+    fault_s: float | None = None
 
 
 class LockstepPoint(BaseModel):
