@@ -17,7 +17,6 @@ from autotune.predict import (
     Columns,
     HeapPoint,
     LoaderPoint,
-    LockstepPoint,
     MemoryModel,
     Profile,
     StepPoint,
@@ -392,27 +391,6 @@ def test_of_equal_predictions_the_allocator_the_profile_ran_with_leads() -> None
     assert retained < default
     seeds = seed_configs(predictions, space, 20, [space.baseline()])
     assert seeds[0] == Config(batch_size=64, retain_freed_memory=True)
-
-
-def test_configurations_without_workers_are_predicted_at_the_share_the_loop_was_timed_at(
-        ) -> None:
-    """Loading and stepping in turn runs at a share of the two parts' sum that the profile
-    timed in one configuration: every configuration without workers takes it, on any batch
-    and precision; those with workers do not (their workers load beside the step)."""
-    profile = make_profile({32: 1000.0, 64: 2000.0}, {0: 4000.0, 2: 8000.0, 4: 16000.0},
-                           dataset_length=100_000)
-    configs = [Config(batch_size=b, num_workers=w, prefetch_factor=1 if w else None)
-               for b in (32, 64) for w in (0, 2, 4)]
-    loop = LockstepPoint(batch_size=32, amp="off", samples_per_s=600.0,
-                         serial_samples_per_s=800.0, share=0.75)
-    before = predict_configs(profile, configs)
-    after = predict_configs(profile.model_copy(update={"lockstep": loop}), configs)
-    without = np.array([c.num_workers == 0 for c in configs])
-    assert after.samples_per_s[without] == pytest.approx(0.75 * before.samples_per_s[without])
-    assert after.samples_per_s[~without] == pytest.approx(before.samples_per_s[~without])
-    # The parts themselves, which the diagnosis quotes, stay as each was timed alone.
-    assert after.step_samples_per_s == pytest.approx(before.step_samples_per_s)
-    assert after.loader_samples_per_s == pytest.approx(before.loader_samples_per_s)
 
 
 def test_glibcs_defaults_are_predicted_at_the_fresh_heap_ratio_of_their_precision() -> None:

@@ -173,25 +173,6 @@ def test_a_page_fault_is_timed_at_microseconds_not_at_the_mapping() -> None:
     assert cost is not None and 5e-8 < cost < 5e-5, cost
 
 
-def test_the_loop_without_workers_is_timed_against_its_parts(workload_file) -> None:
-    """A loop that only waits on reads and steps that cost next to nothing runs at its parts'
-    sum: the share is near one, the loop near the loader's pace (8 reads of 20 ms a batch:
-    50 samples/s). A space without the main process loading has no such loop to time."""
-    sleepy = workload_file("sleepy")
-    profile, _ = profiled(sleepy, 4, fixed={"amp": "off", "channels_last": False},
-                          ranges={"num_workers": "0,2", "batch_size": "8"})
-    loop = profile.lockstep
-    assert loop is not None
-    assert (loop.batch_size, loop.amp, loop.channels_last) == (8, "off", False)
-    assert 0.9 <= loop.share <= 1.1, loop
-    assert 40 <= loop.samples_per_s <= 51, loop
-    assert profile.public_dict()["lockstep"] == loop.model_dump()
-    with_workers, _ = profiled(sleepy, 4, fixed={"amp": "off", "channels_last": False,
-                                                 "num_workers": 2},
-                               ranges={"batch_size": "8"})
-    assert with_workers.lockstep is None
-
-
 def autotune(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True,
                           text=True, timeout=600)

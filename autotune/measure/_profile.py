@@ -27,11 +27,6 @@ sweep holds one batch ahead per worker; its fastest count that fits the epoch is
 with one and right after with PyTorch's default of two, whose gain tells how long a worker
 waits for its batch to be taken.
 
-**The loop without workers** (a CPU, where the space holds no workers): the loader's batches
-loaded in the main process and stepped one after the other, against the step alone and the
-loader alone timed beside it, in turn (see :func:`profile_lockstep`): what taking the two in
-turn costs beside their sum.
-
 Each part has its own time budget (see :data:`STEP_BUDGET_S`, :data:`LOADER_BUDGET_S`); a point
 the budget leaves out is predicted from its neighbours, with more uncertainty.
 """
@@ -65,14 +60,7 @@ from autotune.measure._host_allocator import (
 from autotune.measure._host_memory import peak_rss_bytes, reset_peak_rss, tree_memory_bytes
 from autotune.measure._loop import _loader_length, build_loader, collect_setup_garbage
 from autotune.measure._step import TrainingStep, forward_loss
-from autotune.predict import (
-    HeapPoint,
-    LoaderPoint,
-    LockstepPoint,
-    MemoryModel,
-    Profile,
-    StepPoint,
-)
+from autotune.predict import HeapPoint, LoaderPoint, MemoryModel, Profile, StepPoint
 from autotune.space import TORCH_DEFAULT_PREFETCH_FACTOR, AmpMode, Config
 from autotune.workload import Workload
 
@@ -141,11 +129,6 @@ THREADS_SHARE = 0.2
 #: counts, as for the sweep's points): longer than a sweep's point, since one ratio scales
 #: every prediction of glibc's default heap.
 FRESH_HEAP_WINDOW_S = 0.3
-#: Rounds of :func:`profile_lockstep`, and the seconds of each of its three windows per round
-#: (the loop without workers, the step alone, the loader alone; each at least one step or
-#: batch).
-LOCKSTEP_ROUNDS = 3
-LOCKSTEP_WINDOW_S = 0.4
 #: Bytes of fresh anonymous memory :func:`fault_seconds` writes a byte of per page, and how
 #: many times (the fastest counts, as for every window).
 FAULT_PROBE_BYTES = 32 * 2**20
@@ -987,85 +970,6 @@ def extended_workers(points: Sequence[LoaderPoint], grid_max: int) -> list[int]:
     return [p.num_workers for p in points if grid_max < p.num_workers <= best.num_workers]
 
 
-class _Cycled:
-    """A loader's batches, one epoch after another."""
-
-    def __init__(self, loader: DataLoader[Any]) -> None:
-        self.loader = loader
-        self.batches: Iterator[Any] = iter(loader)
-
-    def next(self) -> Any:
-        try:
-            return next(self.batches)
-        except StopIteration:
-            self.batches = iter(self.loader)
-            return next(self.batches)
-
-
-def _window(run_once: Callable[[], None], bench: _StepBench, batch_size: int) -> float:
-    """Samples/s of ``run_once`` called again and again for :data:`LOCKSTEP_WINDOW_S` (at
-    least once)."""
-    started = time.perf_counter()
-    count = 0
-    while not count or time.perf_counter() - started < LOCKSTEP_WINDOW_S:
-        run_once()
-        count += 1
-    bench.synchronize()
-    return count * batch_size / (time.perf_counter() - started)
-
-
-def _fastest_combo(points: Sequence[StepPoint], batch_size: int) -> tuple[AmpMode, bool] | None:
-    """The precision and layout whose step ran fastest at ``batch_size``; None where none ran
-    there."""
-    ran = [p for p in points if p.batch_size == batch_size and p.samples_per_s]
-    best = max(ran, key=lambda p: p.samples_per_s or 0.0, default=None)
-    return None if best is None else (best.amp, best.channels_last)
-
-
-def profile_lockstep(workload: Workload, dataset: Any, device: torch.device, plan: ProfilePlan,
-                     step: Sequence[StepPoint]) -> LockstepPoint | None:
-    """The loop without workers (each batch loaded in the main process, put on the device and
-    stepped) against the step alone and the loader alone, timed in turn in
-    :data:`LOCKSTEP_ROUNDS` rounds, at the loader's batch in the precision and layout that
-    stepped fastest there (see :class:`LockstepPoint`). CPU only, where the space holds no
-    workers; None elsewhere, and where that batch did not run or runs out of memory."""
-    if device.type != "cpu" or 0 not in plan.worker_counts:
-        return None
-    batch_size = plan.loader_batch_size
-    combo = _fastest_combo(step, batch_size)
-    if combo is None:
-        return None
-    bench = _StepBench(workload, device, *combo)
-    batches = _Cycled(build_loader(workload, Config(batch_size=batch_size, num_workers=0),
-                                   dataset))
-    held = batches.next()
-
-    def loop() -> None:
-        bench.step(bench.on_device(batches.next()))
-
-    def step_alone() -> None:
-        bench.step(bench.on_device(held))
-
-    rounds: list[tuple[float, float]] = []
-    try:
-        for _ in range(2):
-            loop()  # the bench's first steps: its optimizer's state and allocations
-        for _ in range(LOCKSTEP_ROUNDS):
-            together = _window(loop, bench, batch_size)
-            alone = _window(step_alone, bench, batch_size)
-            loaded = _window(batches.next, bench, batch_size)
-            rounds.append((together, 1.0 / (1.0 / alone + 1.0 / loaded)))
-    except Exception as exc:
-        if not _is_oom(exc):
-            raise
-        return None
-    return LockstepPoint(
-        batch_size=batch_size, amp=combo[0], channels_last=combo[1],
-        samples_per_s=statistics.median(t for t, _ in rounds),
-        serial_samples_per_s=statistics.median(s for _, s in rounds),
-        share=statistics.median(t / s for t, s in rounds))
-
-
 def _length(dataset: Any) -> int | None:
     """``len(dataset)`` where it has one: what bounds the batches a loader timing can pull."""
     return len(dataset) if hasattr(dataset, "__len__") else None
@@ -1110,7 +1014,6 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
               else profile_large_batch(workload, dataset, plan, loader, sample_bytes,
                                        fewest=True))
     ahead = profile_prefetch(workload, dataset, plan, loader, sample_bytes)
-    lockstep = profile_lockstep(workload, dataset, device, plan, step)
     grid_max = max(plan.worker_counts)
     return Profile(
         device_type=device.type,
@@ -1135,7 +1038,6 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         grid_max_workers=grid_max,
         retained_freed_memory=plan.retain_freed_memory or fresh_heap,
         fresh_heap=heap,
-        lockstep=lockstep,
         duration_s=time.perf_counter() - started,
         budget_s=budget_s,
     )

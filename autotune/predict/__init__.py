@@ -16,7 +16,6 @@ from autotune.predict._predict import (
 from autotune.predict._profile import (
     HeapPoint,
     LoaderPoint,
-    LockstepPoint,
     MemoryModel,
     Profile,
     StepPoint,
@@ -28,7 +27,6 @@ __all__ = [
     "Columns",
     "HeapPoint",
     "LoaderPoint",
-    "LockstepPoint",
     "MemoryModel",
     "Predictions",
     "Profile",

@@ -3,7 +3,7 @@
 A configuration trains no faster than its step alone (at its batch, precision and layout) nor
 than its loader alone (at its worker count, and with more batches ahead per worker than the
 sweep's one, without the wait the profile timed that costs); without workers the two run one
-after the other, at the share of their sum the profile timed such a loop at (where it did).
+after the other.
 Between its steps the training thread also receives each batch from the workers and copies it to
 the device: host time added to the step's. On a CPU device both share the cores, so the rate is
 also at most ``cores / (step CPU-s per sample + loader CPU-s per sample)`` (of the step's CPU,
@@ -467,11 +467,6 @@ def predict_columns(profile: Profile, columns: Columns,
         if profile.dataset_length:
             epoch = _epoch_samples(profile.dataset_length, columns.batch_size)
             rate = epoch / (epoch / rate + epoch_start_s)
-        if profile.lockstep is not None:
-            # Loading and stepping in turn is slower than the sum of each timed alone (see
-            # :class:`~autotune.predict.LockstepPoint`): the profile timed by how much, in one
-            # configuration.
-            rate = np.where(no_workers, rate * profile.lockstep.share, rate)
     bound = np.where(no_workers & (step_rate < loader_rate) & (serial <= cpu_bound), _STEP,
                      np.where(no_workers & (serial <= cpu_bound), _LOADER, bound))
 

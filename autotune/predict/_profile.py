@@ -165,33 +165,6 @@ class HeapPoint(BaseModel):
     fault_s: float | None = None
 
 
-class LockstepPoint(BaseModel):
-    """A trial's loop without workers against its two parts timed apart (CPU device).
-
-    Without workers the main process loads each batch, then steps on it: the prediction adds
-    the step's time alone (one batch stepped again and again) to the loader's alone (batches
-    pulled back to back). Taken in turn, each part starts where the other left the caches and
-    the step's idle threads, and the loop runs slower than that sum: a default image-cnn job on
-    a 2-core EPYC measured its trials without workers at 0.70-0.87 of their predictions and
-    those with workers at 0.95-1.11 (tests/recorded/image_cnn_workers_ahead.json). The profile
-    times the loop and the two parts in turn, in a few rounds; :attr:`share` scales the
-    prediction of every configuration without workers.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    batch_size: int
-    amp: AmpMode
-    channels_last: bool = False
-    #: Samples/s of the loop (the median round).
-    samples_per_s: float
-    #: Samples/s of the step's time alone (the copy to the device included) plus the loader's
-    #: alone, in the same rounds (the median round).
-    serial_samples_per_s: float
-    #: The loop's samples/s over the sum of its parts' in the same round: the median round.
-    share: float
-
-
 class Profile(BaseModel):
     """The step's capacity per batch/precision/layout, the loader's per worker count, and the
     memory each batch needs: the two bounds of every configuration."""
@@ -247,9 +220,6 @@ class Profile(BaseModel):
     #: the space's first precision (only the first meets a fresh heap). Empty where the space
     #: holds only one setting, off a CPU with glibc, and in older profiles.
     fresh_heap: list[HeapPoint] = []
-    #: The loop without workers against its parts timed apart (CPU only, where the space holds
-    #: no workers); None elsewhere and in older profiles.
-    lockstep: LockstepPoint | None = None
     duration_s: float = 0.0
     budget_s: float = 0.0
 
@@ -326,7 +296,6 @@ class Profile(BaseModel):
             "extra_workers": list(self.extra_workers),
             "retained_freed_memory": self.retained_freed_memory,
             "fresh_heap": [p.model_dump() for p in self.fresh_heap],
-            "lockstep": None if self.lockstep is None else self.lockstep.model_dump(),
             "duration_s": self.duration_s,
         }
 
