@@ -156,7 +156,7 @@ def test_the_step_is_timed_in_a_fresh_heap_before_the_sweep_retains_freed_memory
     assert heap.retained_faults_per_step < heap.faults_per_step / 10, heap
     # The faults a step takes beyond retained memory's, each at what one cost this process:
     # below 1 however the two windows' times fell (they read 1.00 in one profile of four).
-    assert heap.fault_s is not None and 1e-8 < heap.fault_s < 1e-4, heap
+    assert heap.fault_s is not None and 1e-8 < heap.fault_s < 1e-3, heap
     assert heap.timed_ratio is not None and 0 < heap.timed_ratio <= 1, heap
     assert 0 < heap.ratio < 1, heap
     default, retained = predict_configs(profile, [
@@ -167,10 +167,11 @@ def test_the_step_is_timed_in_a_fresh_heap_before_the_sweep_retains_freed_memory
 
 def test_a_page_fault_is_timed_at_microseconds_not_at_the_mapping() -> None:
     """The probe divides the time to write fresh pages by the faults that took: each page is
-    mapped and zeroed on its first write (a fraction of a microsecond to a few on x86 hosts,
-    more in a VM), never the mmap call alone."""
+    mapped and zeroed on its first write (a fraction of a microsecond to a few for a 4 KiB
+    page, 2.2-2.7 us on a 2-core EPYC VM; up to a few hundred where transparent huge pages
+    zero 2 MiB a fault), never the mmap call alone."""
     cost = fault_seconds()
-    assert cost is not None and 5e-8 < cost < 5e-5, cost
+    assert cost is not None and 5e-8 < cost < 1e-3, cost
 
 
 def autotune(*args: str) -> subprocess.CompletedProcess[str]:
