@@ -422,7 +422,8 @@ def fault_seconds() -> float | None:
     """Seconds one minor page fault costs this process: a fresh anonymous mapping of
     :data:`FAULT_PROBE_BYTES` written a byte per page (the kernel maps and zeroes each page as
     it is first written), the fastest of :data:`FAULT_PROBE_REPEATS` over the faults it took.
-    None where the writes took none."""
+    Memory mapped as glibc maps a large block, so a fault is what the step's faults are: a huge
+    page where the kernel backs such mappings with them. None where the writes took none."""
     fastest = math.inf
     for _ in range(FAULT_PROBE_REPEATS):
         mapping = mmap.mmap(-1, FAULT_PROBE_BYTES)
