@@ -168,7 +168,7 @@ def test_the_step_is_timed_in_a_fresh_heap_before_the_sweep_retains_freed_memory
 def test_a_page_fault_is_timed_at_microseconds_not_at_the_mapping() -> None:
     """The probe divides the time to write fresh pages by the faults that took: each page is
     mapped and zeroed on its first write (a fraction of a microsecond to a few for a 4 KiB
-    page, 2.2-2.7 us on a 2-core EPYC VM; up to a few hundred where transparent huge pages
+    page, 2.2-2.9 us on a 2-core EPYC VM; up to a few hundred where transparent huge pages
     zero 2 MiB a fault), never the mmap call alone."""
     cost = fault_seconds()
     assert cost is not None and 5e-8 < cost < 1e-3, cost

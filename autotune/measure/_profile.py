@@ -489,10 +489,12 @@ def profile_fresh_heap(workload: Workload, device: torch.device, source: _Batche
         if not _is_oom(exc):
             raise
         return []  # the sweep finds out what fits; the predictions go without the ratio
-    fault_s = fault_seconds()
     timed = min(1.0, fresh_rate / kept_rate)
-    faulting_s = max(0.0, fresh_faults - kept_faults) * (fault_s or 0.0)
-    ratio = timed if fault_s is None else 1.0 / (1.0 + faulting_s * kept_rate / batch_size)
+    ratio = timed
+    fault_s = fault_seconds()
+    if fault_s is not None:
+        faulting_s = max(0.0, fresh_faults - kept_faults) * fault_s
+        ratio = 1.0 / (1.0 + faulting_s * kept_rate / batch_size)
     return [HeapPoint(amp=amp, batch_size=batch_size, ratio=ratio, timed_ratio=timed,
                       fault_s=fault_s, faults_per_step=fresh_faults,
                       retained_faults_per_step=kept_faults)]
