@@ -51,6 +51,19 @@ def test_compute_bound_after_fixing_the_loader() -> None:
     assert "bf16" in text  # AMP rarely pays on a CPU
 
 
+
+def test_a_wait_without_workers_is_named_as_loading_in_the_main_process() -> None:
+    """With num_workers=0 the data wait is the training thread loading each batch itself:
+    "waits 27%, so the time goes to the model's own work" read as a contradiction."""
+    baseline = view(Config(num_workers=0), samples_per_s=2147.0, wait=0.15)
+    best = view(Config(batch_size=256, num_workers=0, amp="bf16"), samples_per_s=5399.0,
+                wait=0.27)
+    text = diagnose(baseline, best, [baseline, best], CPU, memory_limited=False)
+    assert text.startswith("Verdict: compute-bound.")
+    assert ("the recommendation (num_workers=0) loads each batch in the main process, 27% of "
+            "each step, and spends the rest in the model's own work") in text
+    assert "waits 27%" not in text
+
 def test_mixed_precision_that_lost_in_the_profile_is_reported_as_measured_not_advised() -> None:
     # text-transformer's step alone on a 2-core Xeon with AMX and AVX-512 BF16 (2026-11-26):
     # bf16 runs natively there and was still slower than fp32 at every batch the profile ran.

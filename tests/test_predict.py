@@ -503,6 +503,40 @@ def test_the_ceiling_sentence_gives_both_bounds_and_the_share_reached() -> None:
     assert "loader bounds it" in sentence
 
 
+
+def test_a_recommendation_without_workers_is_held_to_the_step_and_the_loader_in_turn() -> None:
+    """Without workers the main process loads each batch, then steps on it: their times add.
+    A default image-cnn job on a 2-core EPYC (2026-12-03) recommended batch 256 without
+    workers; it spent 27% of each step loading and the sentence read "69% of the lower"."""
+    profile = make_profile({256: 7834.0}, {0: 22034.0, 2: 18000.0})
+    best = reaching(5399.0, batch_size=256, num_workers=0)
+    at = predict_configs(profile, [best.config])
+    step_at, loader_at = float(at.step_samples_per_s[0]), float(at.loader_samples_per_s[0])
+    in_turn = 1.0 / (1.0 / step_at + 1.0 / loader_at)
+    assert 0.9 < 5399.0 / in_turn < 1.0  # as the job measured: near what the two reach in turn
+    slower = TrialView(Config(batch_size=64, num_workers=2), "ok", samples_per_s=3486.0)
+    sentence = ceiling_sentence(profile, best, [slower])
+    assert sentence is not None
+    assert "of the lower" not in sentence
+    assert (f"= {5399.0 / in_turn:.0%} of the {in_turn:,.0f} they reach in turn "
+            "(without workers the main process loads each batch, then steps on it)") in sentence
+    assert f"loading in the main process takes {step_at / (step_at + loader_at):.0%} of each " \
+        "step, and workers did not win it back here" in sentence
+    assert "(num_workers=2, batch 64) trained at 3,486 samples/s" in sentence
+    assert "sharing the cores with the step" in sentence  # a CPU
+    # No trial with workers measured: the sentence says what workers would do, not a figure.
+    alone = ceiling_sentence(profile, best)
+    assert alone is not None and "would take it off the training thread" in alone
+    # One measured faster in its single run is quoted without the verdict.
+    faster = TrialView(Config(batch_size=256, num_workers=2), "ok", samples_per_s=5600.0)
+    quoted = ceiling_sentence(profile, best, [faster])
+    assert quoted is not None and "did not win it back" not in quoted
+    assert "trained at 5,600 samples/s in one run" in quoted
+    # With workers the lower of the two bounds is still the ceiling.
+    with_workers = ceiling_sentence(profile, reaching(5399.0, batch_size=256, num_workers=2))
+    assert with_workers is not None and "of the lower" in with_workers
+    assert "in turn" not in with_workers
+
 #: The loader alone on an NVIDIA H200 (text-transformer, 2026-11-26), at batch 32: handing a
 #: batch between processes costs per batch, so more workers hardly helped and larger batches do.
 H200_TOKENS_LOADER = {0: 16003.9, 1: 5874.3, 2: 11966.6, 4: 18579.8, 8: 16681.9, 16: 17526.4}

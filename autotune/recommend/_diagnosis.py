@@ -7,6 +7,7 @@ follow.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -80,12 +81,16 @@ def _wait_evidence(baseline: TrialView, best: TrialView) -> str:
     if best.data_wait_fraction is None:
         return ""
     recommendation = f"the recommendation ({_loader_settings(best.config)})"
+    # Without workers the wait is the main process loading the batch itself: the same share,
+    # named for what it is.
+    waits = (f"loads each batch in the main process, {_percent(best.data_wait_fraction)} of "
+             "each step" if best.config.num_workers == 0
+             else f"waits {_percent(best.data_wait_fraction)}")
     if baseline.data_wait_fraction is None:
         return (f"{recommendation} spends {_percent(best.data_wait_fraction)} of each step "
-                "waiting for data")
+                "waiting for data" if best.config.num_workers else f"{recommendation} {waits}")
     return (f"the baseline spent {_percent(baseline.data_wait_fraction)} of each step waiting for "
-            f"data with {_loader_settings(baseline.config)}; {recommendation} waits "
-            f"{_percent(best.data_wait_fraction)}")
+            f"data with {_loader_settings(baseline.config)}; {recommendation} {waits}")
 
 
 def _input_bound(baseline: TrialView, best: TrialView, device: DeviceInfo) -> _Finding:
@@ -139,6 +144,8 @@ def _compute_bound(baseline: TrialView, best: TrialView, device: DeviceInfo,
     if was_input_bound:
         evidence = (f"{waits}, so the loader now keeps up (the baseline was input-bound) and "
                     "the model's own work sets the pace")
+    elif waits and best.config.num_workers == 0 and best.data_wait_fraction:
+        evidence = f"{waits}, and spends the rest in the model's own work"
     elif waits:
         evidence = f"{waits}, so the time goes to the model's own work"
     else:
@@ -289,7 +296,8 @@ def _raise_ceiling(profile: Profile, loader_bounds: bool) -> str:
 ABOVE_THE_CEILING = 1.1
 
 
-def ceiling_sentence(profile: Profile, best: TrialView) -> str | None:
+def ceiling_sentence(profile: Profile, best: TrialView,
+                     trials: Sequence[TrialView] = ()) -> str | None:
     """The ceiling in numbers, the recommendation's share of it, and what would raise it.
 
     The share compares like with like: the two bounds at the recommendation's own batch size,
@@ -303,20 +311,49 @@ def ceiling_sentence(profile: Profile, best: TrialView) -> str | None:
         return None
     at = predict_configs(profile, [best.config])
     step_at, loader_at = float(at.step_samples_per_s[0]), float(at.loader_samples_per_s[0])
+    in_turn = best.config.num_workers == 0
+    # Workers load beside the step: the slower of the two sets the pace. Without workers the
+    # main process loads each batch, then steps on it: their times add.
+    bound = (1.0 / (1.0 / step_at + 1.0 / loader_at) if in_turn and step_at > 0 < loader_at
+             else min(step_at, loader_at))
     share = ""
-    lower = min(step_at, loader_at)
-    if best.samples_per_s is not None and lower > 0:
+    if best.samples_per_s is not None and bound > 0:
         loader = (f"with {_workers(best.config.num_workers)}" if best.config.num_workers
                   else "in the main process")
         above = (": the profile underestimates this configuration"
-                 if best.samples_per_s > ABOVE_THE_CEILING * lower else "")
+                 if best.samples_per_s > ABOVE_THE_CEILING * bound else "")
+        of = (f"of the {bound:,.0f} they reach in turn (without workers the main process "
+              "loads each batch, then steps on it)" if in_turn else "of the lower")
         share = (f". At the recommendation's batch {best.config.batch_size} the profile "
                  f"predicts the step, taking in each batch, at {step_at:,.0f} samples/s and "
                  f"the loader {loader} at {loader_at:,.0f}; the recommendation reaches "
-                 f"{best.samples_per_s:,.0f} samples/s = {best.samples_per_s / lower:.0%} "
-                 f"of the lower{above}")
+                 f"{best.samples_per_s:,.0f} samples/s = {best.samples_per_s / bound:.0%} "
+                 f"{of}{above}")
     advice = _raise_ceiling(profile, loader_bounds=loader_at < step_at)
+    if in_turn and math.isfinite(loader_at) and loader_at > 0 < step_at:
+        advice += (f"; loading in the main process takes {step_at / (step_at + loader_at):.0%} "
+                   "of each step"
+                   + _with_workers(trials, best, profile.device_type == "cpu"))
     return f"Ceiling: {numbers}{share}. {advice[0].upper()}{advice[1:]}."
+
+
+def _with_workers(trials: Sequence[TrialView], best: TrialView, on_cpu: bool) -> str:
+    """What loader workers did for a recommendation without them: the fastest configuration
+    the search measured with workers, or that workers would take the loading off the training
+    thread where it measured none."""
+    measured = [t for t in trials if t.config.num_workers > 0 and t.outcome == "ok"
+                and t.samples_per_s]
+    if not measured:
+        return (": DataLoader workers would take it off the training thread, where there are "
+                "cores to spare for them")
+    fastest = max(measured, key=lambda t: t.samples_per_s or 0.0)
+    rate = fastest.samples_per_s or 0.0
+    verdict = (", and workers did not win it back here" if best.samples_per_s is not None
+               and rate < best.samples_per_s else "")
+    return (f"{verdict}: the fastest configuration the search measured with workers "
+            f"({_loader_settings(fastest.config)}, batch {fastest.config.batch_size}) trained "
+            f"at {rate:,.0f} samples/s in one run"
+            + (", its workers sharing the cores with the step" if on_cpu else ""))
 
 
 def diagnose(
@@ -353,7 +390,7 @@ def diagnose(
         finding = _compute_bound(baseline, best, device, profile)
     evidence = finding.evidence[0].upper() + finding.evidence[1:]
     advice = " What the settings cannot fix: " + "; ".join(finding.advice[:3]) + "."
-    ceiling = ceiling_sentence(profile, best) if profile is not None else None
+    ceiling = ceiling_sentence(profile, best, trials) if profile is not None else None
     ceiling_text = f" {ceiling}" if ceiling else ""
     return (f"Verdict: {finding.verdict}. {evidence}{_throughput(baseline, best)}{ceiling_text}"
             f"{advice}")
