@@ -81,14 +81,16 @@ def _wait_evidence(baseline: TrialView, best: TrialView) -> str:
     if best.data_wait_fraction is None:
         return ""
     recommendation = f"the recommendation ({_loader_settings(best.config)})"
-    # Without workers the wait is the main process loading the batch itself: the same share,
-    # named for what it is.
-    waits = (f"loads each batch in the main process, {_percent(best.data_wait_fraction)} of "
-             "each step" if best.config.num_workers == 0
-             else f"waits {_percent(best.data_wait_fraction)}")
+    share = _percent(best.data_wait_fraction)
+    if best.config.num_workers == 0:
+        # Without workers the wait is the main process loading each batch itself.
+        waits = f"loads each batch in the main process, {share} of each step"
+    elif baseline.data_wait_fraction is None:
+        waits = f"spends {share} of each step waiting for data"
+    else:
+        waits = f"waits {share}"
     if baseline.data_wait_fraction is None:
-        return (f"{recommendation} spends {_percent(best.data_wait_fraction)} of each step "
-                "waiting for data" if best.config.num_workers else f"{recommendation} {waits}")
+        return f"{recommendation} {waits}"
     return (f"the baseline spent {_percent(baseline.data_wait_fraction)} of each step waiting for "
             f"data with {_loader_settings(baseline.config)}; {recommendation} {waits}")
 
