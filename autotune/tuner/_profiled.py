@@ -301,48 +301,57 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
 
 
 def _contention_twins(predictions: Predictions, space: SearchSpace) -> list[Config]:
-    """The predicted best on the space's other intra-op thread counts, and on a CPU device
-    without workers, where it has workers.
+    """The predicted best on the space's other intra-op thread counts, where it has workers,
+    and on a CPU device its twin on the other side of loading: without workers where it has
+    them, with the fastest predicted worker count where it has none.
 
     The profile times the step's threads with the cores to itself. Beside busy workers a step
     on every core and the workers wait on each other, which no part timed alone shows: on a
     2-core CPU, slow-storage's pick (48 workers) trained 1.09x faster on one thread, while
     steps that bound their configuration lost 21-40% (benchmarks/RESULTS.md 1b). Whether
     loading in the main process, one batch after the other with the step, beats workers
-    sharing the step's cores is what it knows least as well: on a 2-core Xeon it predicted
-    image-cnn's batch 256 at 2,020 samples/s with one worker (measured 1,970) and 1,958
-    without (re-measured 2,349), and a search whose every seed had workers recommended the
-    baseline (benchmarks/RESULTS.md 1b). Only a trial tells, so each is measured, unless the
-    profile rules the one without workers out by far (under :data:`SLOW_SHARE` of the best,
-    the bar a proposal of the sampler must clear): slow-storage's, loading one file after the
-    other, was predicted 7x below its best with workers and cost a job 8 s of its 97.
+    sharing the step's cores is what it knows least as well, both ways: on a 2-core Xeon it
+    predicted image-cnn's batch 256 at 2,020 samples/s with one worker (measured 1,970) and
+    1,958 without (re-measured 2,349), and a search whose every seed had workers recommended
+    the baseline; on a 2-core EPYC random search found batch 256 with 4-8 workers 1.08-1.15x
+    faster than the picks without (benchmarks/RESULTS.md 1), and a default job whose predicted
+    best loaded in the main process measured no batch 256 with workers (RESULTS.md 1b, the
+    twin with workers). Only a trial tells, so each twin is measured,
+    unless the profile rules it out by far (under :data:`SLOW_SHARE` of the best, the bar a
+    proposal of the sampler must clear): slow-storage's without workers, loading one file
+    after the other, was predicted 7x below its best with workers and cost a job 8 s of its 97.
     """
     best = predictions.best(1)
     if not best:
         return []
     config = space.config_from(predictions.values(best[0]))
-    if config.num_workers == 0:
-        return []
     twins = [config.model_copy(update={"intra_op_threads": t})
-             for t in space.choices["intra_op_threads"] if t != config.intra_op_threads]
-    if (not space.device.is_cuda and 0 in space.choices["num_workers"]
-            and _predicted_without_workers(predictions, best[0])
-            >= SLOW_SHARE * predictions.samples_per_s[best[0]]):
-        twins.append(config.model_copy(update={"num_workers": 0}).normalized())
+             for t in space.choices["intra_op_threads"]
+             if config.num_workers and t != config.intra_op_threads]
+    if space.device.is_cuda:
+        return twins
+    other = _fastest_other_loading(predictions, best[0])
+    if other is not None and (predictions.samples_per_s[other]
+                              >= SLOW_SHARE * predictions.samples_per_s[best[0]]):
+        twins.append(config.model_copy(update={"num_workers": 0}).normalized()
+                     if config.num_workers else space.config_from(predictions.values(other)))
     return twins
 
 
-def _predicted_without_workers(predictions: Predictions, index: int) -> float:
-    """The predicted samples/s of configuration ``index`` loading in the main process: the
-    fastest configuration without workers that sets the other profiled knobs and the step's
-    threads as it does (0 where the space has none)."""
+def _fastest_other_loading(predictions: Predictions, index: int) -> int | None:
+    """The configuration predicted fastest among those that set the profiled knobs but the
+    worker count and the step's threads as ``index`` does and load on the other side: without
+    workers where ``index`` has them, with workers where it has none (None where the space
+    has no such configuration that fits its memory)."""
     c = predictions.columns
-    same = c.num_workers == 0
+    same = (c.num_workers == 0) != (c.num_workers[index] == 0)
     for name in (*PROFILED_KNOBS, "intra_op_threads"):
         if name != "num_workers":
             column = getattr(c, name)
             same &= column == column[index]
-    return float(predictions.samples_per_s[same].max(initial=0.0))
+    rate = predictions.samples_per_s
+    same &= ~predictions.over_memory & np.isfinite(rate)
+    return int(np.argmax(np.where(same, rate, -np.inf))) if same.any() else None
 
 
 #: A proposal of the sampler predicted under this share of the best measured so far is skipped
