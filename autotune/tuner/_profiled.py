@@ -313,10 +313,9 @@ def _contention_twins(predictions: Predictions, space: SearchSpace) -> list[Conf
     sharing the step's cores is what it knows least as well, both ways: on a 2-core Xeon it
     predicted image-cnn's batch 256 at 2,020 samples/s with one worker (measured 1,970) and
     1,958 without (re-measured 2,349), and a search whose every seed had workers recommended
-    the baseline; on a 2-core EPYC random search found batch 256 with 4-8 workers 1.08-1.15x
-    faster than the picks without (benchmarks/RESULTS.md 1), and a default job whose predicted
-    best loaded in the main process measured no batch 256 with workers (RESULTS.md 1b, the
-    twin with workers). Only a trial tells, so each twin is measured,
+    the baseline; on a 2-core EPYC a default job whose predicted best loaded in the main
+    process measured no configuration with workers at its batch (benchmarks/RESULTS.md 1b,
+    the twin with workers). Only a trial tells, so each twin is measured,
     unless the profile rules it out by far (under :data:`SLOW_SHARE` of the best, the bar a
     proposal of the sampler must clear): slow-storage's without workers, loading one file
     after the other, was predicted 7x below its best with workers and cost a job 8 s of its 97.
