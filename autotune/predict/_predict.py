@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -153,8 +154,9 @@ def _on_threads(profile: Profile, part: _Part, threads: int, amp: str, channels_
     """The step part on ``threads`` intra-op threads (0: PyTorch's default, as the sweep ran).
 
     Scaled by the ratio of the two measured where the profile timed the step on those threads
-    (interpolated between its batches, the nearest beyond them); where it did not, by the
-    ratio another precision showed, else by their share of the default's threads.
+    (see :func:`_thread_ratios`; interpolated between its batches, the smallest's below them,
+    the median of the largest :data:`EDGE_RATIOS` above them); where it did not, by the ratio
+    another precision showed, else by their share of the default's threads.
     """
     default_threads = profile.default_threads or profile.cpu_count
     if (threads in (0, default_threads) or part.out_of_memory
@@ -167,27 +169,54 @@ def _on_threads(profile: Profile, part: _Part, threads: int, amp: str, channels_
     if not points:
         points = [p for p in profile.step_threads if p.threads == threads and p.samples_per_s]
         added = NOT_COVERED
-    ratios = []
-    for point in points:
-        default = next((p for p in profile.step if (p.amp, p.channels_last, p.batch_size)
-                        == (point.amp, point.channels_last, point.batch_size)
-                        and p.samples_per_s), None)
-        if default is not None:
-            ratios.append((float(point.batch_size),
-                           float(point.samples_per_s or 0.0) / float(default.samples_per_s or 1),
-                           point.cpu_cores))
+    ratios = sorted(_thread_ratios(profile, points))
     if not ratios:
         ratio, cores, added = threads / default_threads, float(threads), NOT_COVERED
     else:
-        ratios.sort()
-        ratio, interpolated = _interpolate([r[0] for r in ratios], [r[1] for r in ratios],
-                                           float(batch))
+        if batch > ratios[-1][0]:
+            # Beyond the batches timed on these threads, the ratio the largest few read.
+            ratio = statistics.median(r[1] for r in ratios[-EDGE_RATIOS:])
+            interpolated = EXTRAPOLATED
+        else:
+            ratio, interpolated = _interpolate([r[0] for r in ratios],
+                                               [r[1] for r in ratios], float(batch))
         added = max(added, interpolated)
         measured_cores = [r[2] for r in ratios if r[2] is not None]
         cores = float(np.median(measured_cores)) if measured_cores else float(threads)
     rate = part.samples_per_s * ratio
     return replace(part, samples_per_s=rate, cpu_s_per_sample=cores / rate if rate else 0.0,
                    uncertainty=part.uncertainty + added)
+
+
+#: Ratios of a step on fewer threads to the default's, by ascending batch, whose median holds
+#: for the batches beyond them.
+EDGE_RATIOS = 3
+
+
+def _thread_ratios(profile: Profile,
+                   points: Sequence[StepPoint]) -> list[tuple[float, float, float | None]]:
+    """(batch, rate on the points' threads / the default's rate, cores busy) per point: both
+    rates read through their curves (:func:`step_curve`), as the predictor reads the default's.
+
+    A ratio of two single windows seconds apart takes in any dip of either: on a 2-core EPYC
+    a default image-cnn job's profile timed bf16 at batch 48 in a slow moment (2,079 samples/s,
+    between 2,318 at 32 and 2,905 at 64) and one thread there at 2,118, so every larger batch
+    read one thread as fast as two (1.02) where the three other precisions and layouts read
+    0.63-0.67 and its trials with one thread ran 0.63-0.92 of their predictions
+    (benchmarks/RESULTS.md 1b, one thread's ratio through the curves).
+    """
+    combos = {(p.amp, p.channels_last) for p in points}
+    ratios = []
+    for amp, channels_last in combos:
+        default = {p.batch_size: float(p.samples_per_s or 0.0)
+                   for p in step_curve(profile.step_points(amp, channels_last))}
+        for point in step_curve([p for p in points
+                                 if (p.amp, p.channels_last) == (amp, channels_last)]):
+            if default.get(point.batch_size):
+                ratios.append((float(point.batch_size),
+                               float(point.samples_per_s or 0.0) / default[point.batch_size],
+                               point.cpu_cores))
+    return ratios
 
 
 def _copy_at(points: Sequence[StepPoint], batch: int) -> float:
