@@ -315,10 +315,10 @@ def _contention_twins(predictions: Predictions, space: SearchSpace) -> list[Conf
     1,958 without (re-measured 2,349), and a search whose every seed had workers recommended
     the baseline; on a 2-core EPYC a default job whose predicted best loaded in the main
     process measured no configuration with workers at its batch (benchmarks/RESULTS.md 1b,
-    the twin with workers). Only a trial tells, so each twin is measured,
-    unless the profile rules it out by far (under :data:`SLOW_SHARE` of the best, the bar a
-    proposal of the sampler must clear): slow-storage's without workers, loading one file
-    after the other, was predicted 7x below its best with workers and cost a job 8 s of its 97.
+    the twin with workers). Only a trial tells, so each twin is measured, unless the profile
+    rules it out by far (under :data:`SLOW_SHARE` of the best, the bar a proposal of the
+    sampler must clear): slow-storage's without workers, loading one file after the other, was
+    predicted 7x below its best with workers and cost a job 8 s of its 97.
     """
     best = predictions.best(1)
     if not best:
