@@ -518,7 +518,12 @@ def test_a_precision_that_kept_fewer_cores_busy_than_another_is_named() -> None:
 def test_a_precision_timed_while_a_core_was_taken_is_timed_again(workload_file) -> None:
     """A neighbour holds the step back for the profile's first seconds, through the whole first
     layout's share of the budget: that layout keeps a fraction of the cores busy, is timed
-    again after the second, and reads as fast as the second."""
+    again after the second, and reads near the second.
+
+    Held, a step waits nine times its work: about a tenth of the speed and of the cores. Not
+    timed again, the first layout reads there; timed again, it reads what the machine gives
+    that second. Half is the bar: CI's shared 2-core machine once gave a retimed batch 32 1.33
+    cores and 0.82 of the second layout's speed against 2.0 (a neighbour of its own)."""
     if (os.cpu_count() or 1) < 2:
         pytest.skip("needs two CPUs: a step on one keeps one core busy whatever happens")
     workload = load_workload(workload_file("core_taken"))
@@ -531,8 +536,8 @@ def test_a_precision_timed_while_a_core_was_taken_is_timed_again(workload_file) 
     assert all(p.samples_per_s and p.cpu_cores for p in points)
     assert min(p.cpu_cores or 0.0 for p in second) > 1.2  # the step's own work: every core
     for held, free in zip(first, second, strict=True):
-        assert (held.cpu_cores or 0.0) > 0.75 * (free.cpu_cores or 0.0), (held, free)
-        assert (held.samples_per_s or 0.0) > 0.6 * (free.samples_per_s or 0.0), (held, free)
+        assert (held.cpu_cores or 0.0) > 0.5 * (free.cpu_cores or 0.0), (held, free)
+        assert (held.samples_per_s or 0.0) > 0.5 * (free.samples_per_s or 0.0), (held, free)
 
 
 def test_a_precision_far_slower_at_the_smallest_batch_is_ruled_out_there() -> None:
