@@ -465,6 +465,39 @@ def test_the_ceiling_takes_the_scale_the_covered_trials_ran_at() -> None:
     assert highest_other_ratio(covered_ratios(profile, measured[:1])) is None
 
 
+def test_a_trial_s_scale_is_read_from_the_other_configurations_runs() -> None:
+    """The job's prediction of a configuration is the profile's times the median measured /
+    predicted of the runs of the others (its own are left out), with its handling of freed
+    memory; none before any, and none for a knob the profile did not time."""
+    space = SearchSpace(CPU.model_copy(update={"glibc_malloc": True}), TOKENS,
+                        fixed={"amp": "off", "intra_op_threads": None},
+                        ranges={"batch_size": "32,64", "num_workers": "0"})
+    profile = make_profile({32: 1000.0, 64: 2000.0}, {0: 1e6}).model_copy(update={
+        "retained_freed_memory": True,
+        "fresh_heap": [HeapPoint(amp="off", batch_size=32, ratio=0.8, faults_per_step=2000,
+                                 retained_faults_per_step=3)]})
+    predictor = Predictor(profile, space, None)
+
+    def at(config: Config, share: float) -> tuple[Config, float]:
+        return config, share * (predictor.samples_per_s(config) or 0.0)
+
+    retained32 = Config(batch_size=32, retain_freed_memory=True)
+    retained64 = Config(batch_size=64, retain_freed_memory=True)
+    baseline = Config(batch_size=32)
+    assert predictor.scale(retained64, []) is None
+    # Its own runs tell nothing of its prediction: only the others' count.
+    assert predictor.scale(retained64, [at(retained64, 0.6)]) is None
+    measured = [at(retained64, 0.6), at(retained32, 0.9), at(retained32, 0.7),
+                at(baseline, 0.5)]
+    assert predictor.scale(retained64, measured) == pytest.approx(0.8)
+    assert predictor.scale(retained32, measured) == pytest.approx(0.6)
+    # No other run with glibc's defaults: the median of all the others'.
+    assert predictor.scale(baseline, measured) == pytest.approx(0.7)
+    # A compiled step is no error of the profile's: no scale.
+    compiled = Config(batch_size=64, retain_freed_memory=True, compile="default")
+    assert predictor.scale(compiled, measured) is None
+
+
 def test_a_profile_predicts_the_biggest_space_quickly() -> None:
     space = SearchSpace(GPU, IMAGES, extra_workers=(96, 128))
     step = {b: 100.0 * b for b in space.choices["batch_size"][::3]}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -194,6 +195,7 @@ def test_a_profiled_job_stores_predicts_seeds_and_explains(tmp_path: Path, workl
     assert "predicted" in phases
     predicted = rows(db, "select predicted_samples_per_s from autotune_trials")
     assert all(value is not None and value > 0 for (value,) in predicted)
+    assert_scales_come_from_the_runs_before(db)
     document = json.loads(out.read_text())
     assert document["profile"]["step"] and document["profile"]["loader"]
     assert "Ceiling: the step alone reaches" in document["diagnosis"]
@@ -219,6 +221,29 @@ def test_a_profiled_job_stores_predicts_seeds_and_explains(tmp_path: Path, workl
     assert finished.profile is not None and finished.profile["duration_s"] == 12345.0
     assert finished.recommendation is not None
     assert finished.recommendation["profile"]["duration_s"] == 12345.0
+
+
+def assert_scales_come_from_the_runs_before(db: str) -> None:
+    """Each trial's stored scale is the median measured / predicted of the usable runs of other
+    configurations before it, among those with its handling of freed memory (all of them where
+    there are none such); the first trial has none."""
+    trials = rows(db, "select config_key, config, samples_per_s, predicted_samples_per_s, "
+                      "prediction_scale, outcome, pruned from autotune_trials order by number")
+    assert trials[0][4] is None
+    before: list[tuple[str, bool, float]] = []
+    for key, config, measured, predicted, scale, outcome, pruned in trials:
+        retained = json.loads(config)["retain_freed_memory"] if isinstance(config, str) \
+            else config["retain_freed_memory"]
+        others = [(same, ratio) for other, same, ratio in before if other != key]
+        own = [ratio for same, ratio in others if same == retained]
+        pooled = [ratio for _, ratio in others]
+        if pooled:
+            assert scale == pytest.approx(statistics.median(own or pooled)), key
+        else:
+            assert scale is None
+        if outcome == "ok" and not pruned and measured:
+            before.append((key, retained, measured / predicted))
+    assert any(scale is not None for *_, scale, _, _ in trials)
 
 
 def test_no_profile_runs_the_plain_search(tmp_path: Path, workload_file) -> None:

@@ -145,6 +145,9 @@ class Trial(Base):
     samples_per_s: Mapped[float | None] = mapped_column(Float)
     #: What the job's profile predicted for this configuration, before it ran.
     predicted_samples_per_s: Mapped[float | None] = mapped_column(Float)
+    #: The scale the job's trials before this one ran at against the profile (see
+    #: ``TrialRecord.prediction_scale``): the job's prediction is the product of the two.
+    prediction_scale: Mapped[float | None] = mapped_column(Float)
     step_time_median_ms: Mapped[float | None] = mapped_column(Float)
     step_time_p90_ms: Mapped[float | None] = mapped_column(Float)
     #: Share of the window inside the DataLoader's ``next()`` (not copies, not device waits).

@@ -66,6 +66,11 @@ class TrialRecord(BaseModel):
 
     #: What the job's profile predicted for this configuration, before it ran.
     predicted_samples_per_s: float | None = None
+    #: The median measured / predicted of the job's trials before this one (other
+    #: configurations, the same handling of freed memory): the job's prediction of this trial
+    #: is ``predicted_samples_per_s`` times this. None before any, and where the configuration
+    #: sets a knob the profile does not time (compile, TF32, ...).
+    prediction_scale: float | None = None
 
     # Measured from outside, by the parent process.
     peak_host_memory_bytes: int | None = None

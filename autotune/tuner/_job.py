@@ -285,6 +285,7 @@ class _JobRun:
         pruning = trial is not None and self.options.prune
         finished = completed_values(trial.study) if pruning and trial is not None else []
         intermediate: list[float] = []
+        scale = self._prediction_scale(config)
 
         def on_progress(event: dict[str, Any]) -> bool:
             if not pruning:
@@ -316,7 +317,8 @@ class _JobRun:
                 )
             except TrialCancelled:
                 return None
-        record = record.model_copy(update={"predicted_samples_per_s": self.predict(config)})
+        record = record.model_copy(update={"predicted_samples_per_s": self.predict(config),
+                                           "prediction_scale": scale})
         if trial is not None:
             for step, value in enumerate(intermediate):
                 trial.report(value, step=step)
@@ -498,13 +500,25 @@ class _JobRun:
         self.reporter.measurement_set_started(measurement_set + 1, changes)
         return measurement_set + 1
 
-    def _searched_records(self) -> list[TrialRecord]:
+    def _searched_records(self, confirmed: bool = False) -> list[TrialRecord]:
+        """This measurement set's trials that ran to an end; the confirmation's runs too with
+        ``confirmed``."""
+        phases = () if confirmed else ("confirm",)
         with self.db.session() as session:
             rows = session.scalars(select(Trial).where(
                 Trial.job_id == self.job_id, Trial.measurement_set == self.measurement_set,
-                Trial.phase != "confirm", Trial.interrupted.is_(False),
+                Trial.phase.not_in(phases), Trial.interrupted.is_(False),
             ))
             return [TrialRecord.model_validate(row) for row in rows]
+
+    def _prediction_scale(self, config: Config) -> float | None:
+        """The scale this job's trials so far ran at against the profile, for ``config``
+        (see :meth:`Predictor.scale`): stored beside its prediction, before it runs."""
+        if self.predictor is None:
+            return None
+        return self.predictor.scale(config, [(record.config, record.samples_per_s or 0.0)
+                                             for record in self._searched_records(True)
+                                             if record.usable])
 
     def _confirm(
         self, baseline: Config, candidates: list[Config], stored: list[Trial]

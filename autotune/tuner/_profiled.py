@@ -125,6 +125,27 @@ class Predictor:
         value, uncertainty = self._predicted(config)
         return None if value is None else value * (1 + REACH_UNCERTAINTIES * uncertainty)
 
+    def scale(self, config: Config, measured: Sequence[tuple[Config, float]]) -> float | None:
+        """The scale the job's trials ran at, for ``config``: the median measured / predicted
+        of ``measured`` other than ``config``'s own runs, among those with its handling of
+        freed memory (see :func:`measured_scales`). None before any such trial, and where
+        ``config`` sets a knob the profile's eager step does not time (its gain is no error of
+        the profile's scale, :data:`UNSCALED_KNOBS`).
+
+        The profile reads each point as the faster of two windows of a fraction of a second,
+        in one moment: on a 2-core EPYC the faster of two read a median 1.12-1.17 of a 3 s
+        window timed right after it (benchmarks/RESULTS.md 1b), and the default jobs' search
+        trials came in at a median 0.78-0.90 of the profile's predictions. The trials before
+        a configuration tell that scale; its own runs are left out, so its prediction is made
+        from what the job measured of the others."""
+        predictions = predict_configs(self.profile, [config], self.memory_budget_bytes)
+        if predictions.uncovered_knobs(0) & UNSCALED_KNOBS:
+            return None
+        key = config.key()
+        others = [(other, value) for other, value in measured if other.key() != key]
+        scales = measured_scales(covered_ratios(self.profile, others, self.memory_budget_bytes))
+        return scales.get(config.retain_freed_memory)
+
     def _predicted(self, config: Config) -> tuple[float | None, float]:
         """One configuration's predicted samples/s (None where not a finite figure) and the
         prediction's uncertainty."""
