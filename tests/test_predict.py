@@ -427,10 +427,8 @@ def test_glibcs_defaults_are_predicted_at_the_fresh_heap_ratio_of_their_precisio
     assert with_ratio.uncovered_knobs(2) == {"retain_freed_memory"}
 
 
-def test_the_ceiling_takes_the_scale_the_covered_trials_ran_at() -> None:
-    """The profile's few tenths of a second per point read the machine in one moment; the
-    trials it covers tell the scale, per handling of freed memory, and a knob it did not time
-    (torch.compile) is no error of its scale."""
+def retained_or_not() -> tuple[SearchSpace, Profile, Predictor]:
+    """Batch 32 or 64 without workers, with glibc's defaults or retained freed memory."""
     space = SearchSpace(CPU.model_copy(update={"glibc_malloc": True}), TOKENS,
                         fixed={"amp": "off", "intra_op_threads": None},
                         ranges={"batch_size": "32,64", "num_workers": "0"})
@@ -438,7 +436,14 @@ def test_the_ceiling_takes_the_scale_the_covered_trials_ran_at() -> None:
         "retained_freed_memory": True,
         "fresh_heap": [HeapPoint(amp="off", batch_size=32, ratio=0.8, faults_per_step=2000,
                                  retained_faults_per_step=3)]})
-    predictor = Predictor(profile, space, None)
+    return space, profile, Predictor(profile, space, None)
+
+
+def test_the_ceiling_takes_the_scale_the_covered_trials_ran_at() -> None:
+    """The profile's few tenths of a second per point read the machine in one moment; the
+    trials it covers tell the scale, per handling of freed memory, and a knob it did not time
+    (torch.compile) is no error of its scale."""
+    space, profile, predictor = retained_or_not()
     top = ranking(predictor.all(), space)[0][1]
     assert predictor.ceiling([]) == pytest.approx((top, top, top))
 
@@ -469,14 +474,7 @@ def test_a_trial_s_scale_is_read_from_the_other_configurations_runs() -> None:
     """The job's prediction of a configuration is the profile's times the median measured /
     predicted of the runs of the others (its own are left out), with its handling of freed
     memory; none before any, and none for a knob the profile did not time."""
-    space = SearchSpace(CPU.model_copy(update={"glibc_malloc": True}), TOKENS,
-                        fixed={"amp": "off", "intra_op_threads": None},
-                        ranges={"batch_size": "32,64", "num_workers": "0"})
-    profile = make_profile({32: 1000.0, 64: 2000.0}, {0: 1e6}).model_copy(update={
-        "retained_freed_memory": True,
-        "fresh_heap": [HeapPoint(amp="off", batch_size=32, ratio=0.8, faults_per_step=2000,
-                                 retained_faults_per_step=3)]})
-    predictor = Predictor(profile, space, None)
+    _, _, predictor = retained_or_not()
 
     def at(config: Config, share: float) -> tuple[Config, float]:
         return config, share * (predictor.samples_per_s(config) or 0.0)
