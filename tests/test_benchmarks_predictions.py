@@ -98,15 +98,18 @@ def test_a_real_job_is_read_back_trial_by_trial(tmp_path: Path, workload_file) -
             "select phase, config_key, samples_per_s, predicted_samples_per_s * "
             "coalesce(prediction_scale, 1), outcome, pruned from autotune_trials "
             "order by number")))
+        profile = [value for (value,) in connection.execute(text(
+            "select predicted_samples_per_s from autotune_trials order by number"))]
     lines = result.stdout.splitlines()
     assert lines[0] == f"job 1: {len(trials)} trials"
     table = lines[2:2 + len(trials)]
-    # One row per trial, in order, with the database's phase and its own ratio.
-    for row, (phase, _, measured, predicted, outcome, pruned) in zip(table, trials,
-                                                                      strict=True):
+    # One row per trial, in order, with the database's phase and its own ratios: measured /
+    # the profile's prediction (m/p), then / the job's (m/job, the last figure).
+    for row, (phase, _, measured, predicted, outcome, pruned), alone in zip(
+            table, trials, profile, strict=True):
         assert row.split()[1] == phase
         if outcome == "ok" and not pruned and measured and predicted:
-            assert f" {measured / predicted:.2f}  " in row  # m/job, the last figure
+            assert f" {f'{measured / alone:.2f}':>5} {f'{measured / predicted:.2f}':>5}  " in row
     assert any(phase != "confirm" and measured and predicted
                for phase, _, measured, predicted, _, _ in trials), "no search trial predicted"
     baseline = next(key for phase, key, *_ in trials if phase == "baseline")

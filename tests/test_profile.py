@@ -232,8 +232,7 @@ def assert_scales_come_from_the_runs_before(db: str) -> None:
     assert trials[0][4] is None
     before: list[tuple[str, bool, float]] = []
     for key, config, measured, predicted, scale, outcome, pruned in trials:
-        retained = json.loads(config)["retain_freed_memory"] if isinstance(config, str) \
-            else config["retain_freed_memory"]
+        retained = json.loads(str(config))["retain_freed_memory"]
         others = [(same, ratio) for other, same, ratio in before if other != key]
         own = [ratio for same, ratio in others if same == retained]
         pooled = [ratio for _, ratio in others]
