@@ -37,6 +37,14 @@ CAPACITY_POINTS_JS = """
 }))
 """
 
+#: In the page: the job's predictions, as (x, y) pairs of the hollow trace.
+SCALED_POINTS_JS = """
+() => {
+  const trace = document.getElementById("plot-predicted").data.find(t => t.meta === "scaled");
+  return trace.x.map((x, i) => [x, trace.y[i]]);
+}
+"""
+
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
@@ -87,6 +95,15 @@ def test_the_job_page_draws_the_ceilings_and_the_predictions(
     predicted = [t for t in measured if t["predicted_samples_per_s"] is not None]
     assert predicted, "the profiled job's trials carry their predictions"
     assert points["plot-predicted"]["predicted"] == len(predicted)
+    # The job's prediction beside it, for each trial that had runs of other configurations
+    # before it (the first trial has none), at the profile's times the stored scale.
+    scaled = [t for t in predicted if t["prediction_scale"] is not None]
+    assert scaled and len(scaled) < len(predicted), "the first trial has no scale, later ones do"
+    assert points["plot-predicted"]["scaled"] == len(scaled)
+    drawn = page.evaluate(SCALED_POINTS_JS)
+    assert drawn == pytest.approx(
+        [[t["predicted_samples_per_s"] * t["prediction_scale"], t["samples_per_s"]]
+         for t in scaled])
     screenshot(page, tmp_path, "job-capacity.png")
 
 

@@ -376,16 +376,28 @@
       xaxis: { title: { text: "DataLoader workers" } },
       yaxis: { title: { text: `samples/s (batch ${profile.loader_batch_size})` }, rangemode: "tozero" },
     });
+    // Each measured trial at the profile's prediction (filled) and, where the job had runs of
+    // other configurations before it, at the job's: the profile's times the scale those runs set
+    // (hollow; the trial's prediction_scale).
     const predicted = trials.filter((t) => measured(t) && t.predicted_samples_per_s != null);
-    const top = Math.max(0, ...predicted.flatMap((t) => [t.samples_per_s, t.predicted_samples_per_s]));
+    const scaled = predicted.filter((t) => t.prediction_scale != null);
+    const jobs = (t) => t.predicted_samples_per_s * t.prediction_scale;
+    const top = Math.max(0, ...predicted.flatMap((t) => [t.samples_per_s, t.predicted_samples_per_s]),
+                         ...scaled.map(jobs));
+    const colours = (group) => group.map((t) => PRECISION_COLOURS[precisionOf(t)] || "#7f7f7f");
     draw("plot-predicted", [
       { type: "scatter", mode: "lines", name: "measured = predicted", x: [0, top], y: [0, top],
         line: { color: "#aaa", dash: "dot" }, hoverinfo: "skip" },
-      { type: "scatter", mode: "markers", name: "trials", meta: "predicted",
+      { type: "scatter", mode: "markers", name: "the profile's prediction", meta: "predicted",
         x: predicted.map((t) => t.predicted_samples_per_s), y: predicted.map((t) => t.samples_per_s),
         text: predicted.map(hoverOf),
-        hovertemplate: "predicted %{x:,.1f}, measured %{y:,.1f} samples/s<br>%{text}<extra></extra>",
-        marker: { color: predicted.map((t) => PRECISION_COLOURS[precisionOf(t)] || "#7f7f7f"), size: 9 } },
+        hovertemplate: "the profile predicted %{x:,.1f}, measured %{y:,.1f} samples/s<br>%{text}<extra></extra>",
+        marker: { color: colours(predicted), size: 9 } },
+      { type: "scatter", mode: "markers", name: "the job's (profile x scale of the runs before)",
+        meta: "scaled", x: scaled.map(jobs), y: scaled.map((t) => t.samples_per_s),
+        text: scaled.map((t) => `scale ${fixed(t.prediction_scale, 2)}; ${hoverOf(t)}`),
+        hovertemplate: "the job predicted %{x:,.1f}, measured %{y:,.1f} samples/s<br>%{text}<extra></extra>",
+        marker: { color: colours(scaled), size: 9, symbol: "circle-open", line: { width: 2 } } },
     ], {
       xaxis: { title: { text: "predicted samples/s" }, rangemode: "tozero" },
       yaxis: { title: { text: "measured samples/s" }, rangemode: "tozero" },
