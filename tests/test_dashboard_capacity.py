@@ -101,9 +101,10 @@ def test_the_job_page_draws_the_ceilings_and_the_predictions(
     assert scaled and len(scaled) < len(predicted), "the first trial has no scale, later ones do"
     assert points["plot-predicted"]["scaled"] == len(scaled)
     drawn = page.evaluate(SCALED_POINTS_JS)
-    assert drawn == pytest.approx(
-        [[t["predicted_samples_per_s"] * t["prediction_scale"], t["samples_per_s"]]
-         for t in scaled])
+    expected = [(t["predicted_samples_per_s"] * t["prediction_scale"], t["samples_per_s"])
+                for t in scaled]
+    assert [v for pair in drawn for v in pair] == pytest.approx(
+        [v for pair in expected for v in pair])
     screenshot(page, tmp_path, "job-capacity.png")
 
 
