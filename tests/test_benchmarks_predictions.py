@@ -122,8 +122,7 @@ def test_a_real_job_is_read_back_trial_by_trial(tmp_path: Path, workload_file) -
         ratios = [m / p for phase, k, m, p, outcome, pruned in trials
                   if phase == "confirm" and k == key and outcome == "ok" and not pruned and m]
         value = statistics.median(ratios)
-        runs = ratios
-        spread = f", runs {min(ratios):.2f}-{max(ratios):.2f}" if len(runs) > 1 else ""
+        spread = f", runs {min(ratios):.2f}-{max(ratios):.2f}" if len(ratios) > 1 else ""
         assert f"({value:.2f}{spread}; profile alone" in finalists
 
 
