@@ -145,6 +145,15 @@ class TrainingLoop:
         self.last_in_epoch_start = False
         #: Per epoch: the waits of its first :attr:`start_steps` batches.
         self.epoch_start_waits: list[list[float]] = []
+        #: Per epoch, on a CPU: the host seconds of its first :attr:`start_steps` steps' own
+        #: work (see :attr:`last_step_s`). Workers forked at an epoch's start share the main
+        #: process's pages copy-on-write, so its first step faults in a private copy of every
+        #: page of the heap it writes: text-transformer at batch 192 with two workers,
+        #: retaining freed memory, on a 2-core EPYC took 2.4 s for that step (156,000 faults)
+        #: against 0.39 s for the others, and none of it is a wait for data.
+        self.epoch_start_steps: list[list[float]] = []
+        #: Host seconds of the last :meth:`step` (on CUDA, its launches, not the device's work).
+        self.last_step_s = 0.0
         self._epoch: Iterator[Any] = iter(())
         self._epoch_step = 0
         # The sum of the losses since the last check, kept on the device and read only at the
@@ -190,6 +199,7 @@ class TrainingLoop:
             ) from None
         self._epoch_step = 0
         self.epoch_start_waits.append([])
+        self.epoch_start_steps.append([])
         return batch, (time.perf_counter() - started - (self.clock.copy_s - copied)
                        - (self.clock.overlapped_s - overlapped))
 
@@ -199,10 +209,14 @@ class TrainingLoop:
 
     def step(self, batch: Any) -> int:
         """One micro-step (forward, backward, optimizer on accumulation boundaries)."""
+        started = time.perf_counter()
         with self.training.autocast():
             loss = forward_loss(self.workload, self.model, batch)
         self.training.backward(loss, self.optimizer)
         self._add_loss(loss.detach())
+        self.last_step_s = time.perf_counter() - started
+        if self.last_in_epoch_start and self.device.type == "cpu":
+            self.epoch_start_steps[-1].append(self.last_step_s)
         return batch_size_of(batch)
 
     def _add_loss(self, loss: torch.Tensor) -> None:
@@ -348,23 +362,33 @@ def warm_up(loop: TrainingLoop, plan: MeasurePlan, progress: ProgressSink | None
             return total
 
 
-def _epoch_restart_s(loop: TrainingLoop, ordinary_wait_s: float) -> float:
-    """What starting an epoch costs beyond its batches' ordinary waits.
-
-    The excess wait over an epoch's first steps, median over the epochs started after the very
-    first (which is cold: imports, first touch of the data). When no later epoch has started
-    completely, one is started on purpose once the window is over.
+def _epoch_start_excess(loop: TrainingLoop, ordinary_wait_s: float,
+                        ordinary_work_s: float) -> tuple[float, float]:
+    """What starting an epoch costs beyond its batches' ordinary waits and steps: the excess
+    wait over an epoch's first steps and, on a CPU, the excess of those steps' own work (see
+    :attr:`TrainingLoop.epoch_start_steps`), each the median over the epochs started after the
+    very first (which is cold: imports, first touch of the data). When no later epoch has
+    started completely, one is started on purpose once the window is over.
     """
-    def complete(groups: list[list[float]]) -> list[list[float]]:
-        return [g for g in groups if len(g) == loop.start_steps]
+    def complete() -> list[tuple[list[float], list[float]]]:
+        groups = zip(loop.epoch_start_waits[1:], loop.epoch_start_steps[1:], strict=True)
+        return [(waits, works) for waits, works in groups if len(waits) == loop.start_steps]
 
-    if not complete(loop.epoch_start_waits[1:]):
+    if not complete():
         loop.start_new_epoch()
         for _ in range(loop.start_steps):
             loop.step(loop.next_batch())
         loop.synchronize()
-    excess = [sum(g) - len(g) * ordinary_wait_s for g in complete(loop.epoch_start_waits[1:])]
-    return max(0.0, statistics.median(excess))
+    epochs = complete()
+    wait = statistics.median(sum(waits) - len(waits) * ordinary_wait_s for waits, _ in epochs)
+    work = statistics.median(sum(works) - len(works) * ordinary_work_s for _, works in epochs)
+    return max(0.0, wait), max(0.0, work)
+
+
+def _ordinary_mean(values: list[float], in_epoch_start: list[bool]) -> float:
+    """The mean of ``values`` over the steps past an epoch's start (all of them where none)."""
+    ordinary = [v for v, starting in zip(values, in_epoch_start, strict=True) if not starting]
+    return statistics.fmean(ordinary or values)
 
 
 class _DeviceTimer:
@@ -447,6 +471,7 @@ def _measure(
         loop.clock.device_busy = device_timer.busy
     host_steps: list[float] = []
     waits: list[float] = []
+    works: list[float] = []
     in_epoch_start: list[bool] = []
     copy_before = loop.clock.copy_s
     # Workers started together deliver in bursts, one batch each per round: the steps past an
@@ -478,6 +503,7 @@ def _measure(
         started = device_timer.start()
         samples += loop.step(batch)
         device_timer.stop(started)
+        works.append(loop.last_step_s)
         now = time.perf_counter()
         host_steps.append(now - previous)
         previous = now
@@ -507,18 +533,28 @@ def _measure(
     # counted at an ordinary step's wait, and the start's extra cost is amortised over a whole
     # epoch instead: a window that happens to hold an epoch start (or none) reports what a run
     # of whole epochs sees. Whole epochs are that already.
-    ordinary = [w for w, starting in zip(waits, in_epoch_start, strict=True) if not starting]
-    ordinary_wait = statistics.fmean(ordinary) if ordinary else statistics.fmean(waits)
-    start_excess = sum(w - ordinary_wait
-                       for w, starting in zip(waits, in_epoch_start, strict=True) if starting)
+    # On a CPU an epoch's first steps may also work longer than the others (see
+    # ``TrainingLoop.epoch_start_steps``): that excess is the epoch start's too. On CUDA a
+    # step's host time is its launches, and the wait already holds what the device did not hide.
+    ordinary_wait = _ordinary_mean(waits, in_epoch_start)
+    start_wait_excess = sum(w - ordinary_wait
+                            for w, starting in zip(waits, in_epoch_start, strict=True)
+                            if starting)
+    ordinary_work = _ordinary_mean(works, in_epoch_start) if device.type == "cpu" else 0.0
+    start_work_excess = sum(w - ordinary_work
+                            for w, starting in zip(works, in_epoch_start, strict=True)
+                            if starting) if device.type == "cpu" else 0.0
     restart_s: float | None = None
     effective, waited = window, sum(waits)
     if loop.steps_per_epoch is not None:
-        restart_s = _epoch_restart_s(loop, ordinary_wait)
+        restart_wait, restart_work = _epoch_start_excess(loop, ordinary_wait, ordinary_work)
+        restart_s = restart_wait + restart_work
         if not whole_epochs:
-            amortised = restart_s * steps / loop.steps_per_epoch
-            effective += amortised - start_excess
-            waited += amortised - start_excess
+            # Epochs' starts amortised over the window's share of an epoch; only the waiting
+            # part of them is data wait.
+            per_step = steps / loop.steps_per_epoch
+            effective += restart_s * per_step - start_wait_excess - start_work_excess
+            waited += restart_wait * per_step - start_wait_excess
     step_times = device_timer.step_times_s() or host_steps
     compile_s: float | None = None
     if compiling is not None:
