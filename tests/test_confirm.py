@@ -65,10 +65,10 @@ def test_of_two_prefetch_twins_among_the_best_only_the_faster_is_confirmed() -> 
     persistent = ahead_8.model_copy(update={"persistent_workers": True})
     no_workers = Config(batch_size=256)
     measured_runs = [run(ahead_4, 880), run(ahead_8, 894), run(three_workers, 870),
-                     run(persistent, 840), run(no_workers, 850), run(BASELINE, 500)]
+                     run(persistent, 840), run(no_workers, 790), run(BASELINE, 500)]
     assert pick_candidates(measured_runs, BASELINE, 3) == [ahead_8, three_workers]
     assert pick_candidates(measured_runs, BASELINE, 5) == [ahead_8, three_workers,
-                                                           no_workers, persistent]
+                                                           persistent, no_workers]
     # PyTorch's default of 2 ahead is a prefetch like any other.
     default = ahead_4.model_copy(update={"prefetch_factor": None})
     assert pick_candidates([run(default, 900), run(ahead_4, 880)], BASELINE, 2) == [default]
@@ -93,6 +93,16 @@ def test_of_a_plateau_along_one_knob_only_the_fastest_measured_is_confirmed() ->
     # Read just outside the share, the neighbour is a finding of its own.
     apart = [run(plateau, 3018), run(wider[0], 0.94 * 3018)]
     assert pick_candidates(apart, BASELINE, 3) == [plateau, wider[0]]
+    # Without workers and with them differ in the worker count alone: how the workers load
+    # (prefetch, persistence) means nothing without them.
+    main = Config(batch_size=192, amp="bf16", retain_freed_memory=True)
+    workers = main.model_copy(update={"num_workers": 2, "prefetch_factor": 4,
+                                      "persistent_workers": True})
+    assert pick_candidates([run(main, 551), run(workers, 542)], BASELINE, 3) == [main]
+    assert pick_candidates([run(main, 542), run(workers, 551)], BASELINE, 3) == [workers]
+    # Between two worker counts, a prefetch depth or persistence is a knob of its own.
+    more = workers.model_copy(update={"num_workers": 3, "persistent_workers": False})
+    assert pick_candidates([run(workers, 551), run(more, 542)], BASELINE, 3) == [workers, more]
 
 
 @settings(max_examples=200, deadline=None)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from autotune.predict import (
     Columns,
+    ForkCopyPoint,
     HeapPoint,
     LoaderPoint,
     MemoryModel,
@@ -151,9 +152,10 @@ WAITING_CPU = 1e-7
 
 
 def _predicted(profile: Profile, batch_size: int, num_workers: int,
-               persistent_workers: bool = False) -> float:
+               persistent_workers: bool = False, retain_freed_memory: bool = False) -> float:
     config = Config(batch_size=batch_size, num_workers=num_workers,
-                    persistent_workers=persistent_workers)
+                    persistent_workers=persistent_workers,
+                    retain_freed_memory=retain_freed_memory)
     return float(predict_configs(profile, [config]).samples_per_s[0])
 
 
@@ -229,6 +231,28 @@ def test_without_persistent_workers_each_epoch_starts_them_again() -> None:
     untimed = make_profile({32: 1e6}, WAITING_READS, dataset_length=4096,
                            loader_cpu=WAITING_CPU)
     assert _predicted(untimed, batch_size=32, num_workers=64) == pytest.approx(kept)
+
+
+def test_workers_forked_each_epoch_cost_the_next_step_the_pages_it_copies() -> None:
+    """Workers forked at an epoch's start share the training process's pages copy-on-write;
+    retaining freed memory, its next step copies the heap it writes: the faults timed at the
+    profile's batch, plus the memory model's pages per sample beyond it, at the cost timed."""
+    per_sample = 4096.0 * 100  # a hundred pages a sample
+    base = make_profile({32: 1e6, 256: 1e6}, WAITING_READS, dataset_length=4096,
+                        per_sample_bytes=per_sample, loader_cpu=WAITING_CPU)
+    point = ForkCopyPoint(amp="off", batch_size=32, faults=5_000, seconds=0.05)  # 10 us each
+    profile = base.model_copy(update={"fork_copy": point, "retained_freed_memory": True})
+    options = {"batch_size": 256, "num_workers": 64, "retain_freed_memory": True}
+    kept = _predicted(profile, persistent_workers=True, **options)
+    restarted = _predicted(profile, persistent_workers=False, **options)
+    copied_s = (5_000 + 100 * (256 - 32)) * 1e-5
+    assert restarted == pytest.approx(4096 / (4096 / kept + copied_s), rel=1e-6)
+    # Persistent workers fork once; glibc's defaults map a step's large blocks afresh.
+    assert _predicted(base, persistent_workers=False, **options) == pytest.approx(kept)
+    assert _predicted(profile, persistent_workers=False, batch_size=256, num_workers=64
+                      ) == pytest.approx(_predicted(profile, persistent_workers=True,
+                                                    batch_size=256, num_workers=64))
+    assert profile.public_dict()["fork_copy"] == point.model_dump()
 
 
 def test_the_slower_side_is_named_as_the_bound() -> None:

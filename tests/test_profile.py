@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import statistics
 import subprocess
@@ -164,6 +165,25 @@ def test_the_step_is_timed_in_a_fresh_heap_before_the_sweep_retains_freed_memory
         Config(batch_size=64), Config(batch_size=64, retain_freed_memory=True)]).step_samples_per_s
     assert default == pytest.approx(heap.ratio * retained, rel=0.01)  # + receiving, copying
     assert profile.public_dict()["fresh_heap"] == [heap.model_dump()]
+
+
+def test_a_fork_is_timed_at_the_pages_the_next_step_copies(workload_file) -> None:
+    """A step that writes a 384 MiB buffer it keeps copies each of its pages after a fork
+    (workers started at an epoch's start share them copy-on-write): the profile counts those
+    faults and times them, where the space holds workers started anew each epoch and retained
+    freed memory, and nowhere else."""
+    path = workload_file("written_heap")
+    profile, _ = profiled(path, 4, fixed={"amp": "off", "retain_freed_memory": True},
+                          ranges={"batch_size": "8,16", "num_workers": "0,1"})
+    point = profile.fork_copy
+    assert point is not None and (point.amp, point.batch_size) == ("off", 8), point
+    scratch_pages = 384 * 2**20 // mmap.PAGESIZE
+    assert point.faults >= 0.9 * scratch_pages, point
+    assert 1e-7 < point.fault_s < 1e-3, point
+    persistent, _ = profiled(path, 4, fixed={"amp": "off", "retain_freed_memory": True,
+                                             "persistent_workers": True},
+                             ranges={"batch_size": "8,16", "num_workers": "0,1"})
+    assert persistent.fork_copy is None
 
 
 def test_a_page_fault_is_timed_at_microseconds_not_at_the_mapping() -> None:

@@ -60,7 +60,7 @@ from autotune.measure._host_allocator import (
 from autotune.measure._host_memory import peak_rss_bytes, reset_peak_rss, tree_memory_bytes
 from autotune.measure._loop import _loader_length, build_loader, collect_setup_garbage
 from autotune.measure._step import TrainingStep, forward_loss
-from autotune.predict import HeapPoint, LoaderPoint, MemoryModel, Profile, StepPoint
+from autotune.predict import ForkCopyPoint, HeapPoint, LoaderPoint, MemoryModel, Profile, StepPoint
 from autotune.space import TORCH_DEFAULT_PREFETCH_FACTOR, AmpMode, Config
 from autotune.workload import Workload
 
@@ -133,6 +133,8 @@ FRESH_HEAP_WINDOW_S = 0.3
 #: many times (the fastest counts, as for every window).
 FAULT_PROBE_BYTES = 32 * 2**20
 FAULT_PROBE_REPEATS = 5
+#: Forks after which the step is timed by :func:`profile_fork_copy` (the smaller excess counts).
+FORK_COPY_REPEATS = 2
 #: Share of the memory budget a step point may be predicted to need before the sweep stops.
 MEMORY_MARGIN = 0.9
 #: A precision/layout whose step kept fewer than this share of the cores another kept busy is
@@ -165,6 +167,10 @@ class ProfilePlan:
     fresh_heap: bool = False
     #: Intra-op thread counts the space searches besides PyTorch's default (CPU only).
     intra_op_threads: Sequence[int] = ()
+    #: The space holds workers started anew each epoch (``persistent_workers`` off) beside
+    #: retained freed memory: on a CPU, time what a fork costs the next step (see
+    #: :func:`profile_fork_copy`).
+    fork_copy: bool = False
 
 
 def _cpu_seconds(process: psutil.Process, children: bool = False) -> float:
@@ -498,6 +504,57 @@ def profile_fresh_heap(workload: Workload, device: torch.device, source: _Batche
     return [HeapPoint(amp=amp, batch_size=batch_size, ratio=ratio, timed_ratio=timed,
                       fault_s=fault_s, faults_per_step=fresh_faults,
                       retained_faults_per_step=kept_faults)]
+
+
+@contextlib.contextmanager
+def _forked_child() -> Iterator[None]:
+    """A process forked from this one that only waits until the block ends: meanwhile this
+    process's pages are shared with it copy-on-write, as with a DataLoader worker."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: wait for the parent's word (end of file), then leave at once
+        os.close(write_end)
+        os.read(read_end, 1)
+        os._exit(0)
+    os.close(read_end)
+    try:
+        yield
+    finally:
+        os.close(write_end)
+        os.waitpid(pid, 0)
+
+
+def profile_fork_copy(workload: Workload, device: torch.device, source: _Batches,
+                      plan: ProfilePlan) -> ForkCopyPoint | None:
+    """What a fork costs the next step (see :class:`ForkCopyPoint`): at the plan's smallest
+    batch in its first precision and layout, an ordinary step (the median of a window) against
+    the step right after a fork, the smaller excess of :data:`FORK_COPY_REPEATS` forks (the
+    step before each makes the pages its own again). None where the step ran out of memory."""
+    batch_size = min(plan.batch_sizes)
+    amp, channels_last = plan.amp_modes[0], plan.channels_last[0]
+    try:
+        bench = _StepBench(workload, device, amp, channels_last)
+        batch = bench.on_device(source.make(batch_size))
+        bench.step(batch)
+        times, _ = _timed_steps(bench, [batch], STEP_WINDOW_S)
+        ordinary = statistics.median(times)
+        excess, faults = math.inf, 0
+        for _ in range(FORK_COPY_REPEATS):
+            with _forked_child():
+                before = _minor_faults()
+                started = time.perf_counter()
+                bench.step(batch)
+                elapsed = time.perf_counter() - started
+                taken = _minor_faults() - before
+            if elapsed - ordinary < excess:
+                excess, faults = elapsed - ordinary, taken
+            bench.step(batch)
+    except Exception as exc:
+        if not _is_oom(exc):
+            raise
+        return None
+    return ForkCopyPoint(amp=amp, channels_last=channels_last, batch_size=batch_size,
+                         faults=faults, seconds=max(0.0, excess))
 
 
 def step_batches(workload: Workload, dataset: Any, plan: ProfilePlan) -> _Batches:
@@ -1006,6 +1063,9 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         retain_freed_memory()  # set already unless the step ran out of memory
     step, source = profile_step(workload, dataset, device, plan, source)
     step_threads = profile_step_threads(workload, device, source, step, plan)
+    fork_copy = (profile_fork_copy(workload, device, source, plan)
+                 if plan.fork_copy and device.type == "cpu" and plan.retain_freed_memory
+                 else None)
     collate = source.collate_seconds(plan.loader_batch_size)
     sample_bytes = source.sample_bytes()
     del source
@@ -1041,6 +1101,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         grid_max_workers=grid_max,
         retained_freed_memory=plan.retain_freed_memory or fresh_heap,
         fresh_heap=heap,
+        fork_copy=fork_copy,
         duration_s=time.perf_counter() - started,
         budget_s=budget_s,
     )

@@ -14,6 +14,7 @@ from autotune.predict._predict import (
     ranking,
 )
 from autotune.predict._profile import (
+    ForkCopyPoint,
     HeapPoint,
     LoaderPoint,
     MemoryModel,
@@ -25,6 +26,7 @@ from autotune.predict._profile import (
 __all__ = [
     "BOUNDS",
     "Columns",
+    "ForkCopyPoint",
     "HeapPoint",
     "LoaderPoint",
     "MemoryModel",

@@ -52,6 +52,7 @@ def profile_plan(space: SearchSpace, memory_budget_bytes: int | None, host_budge
         retain_freed_memory=True in choices["retain_freed_memory"],
         fresh_heap=False in choices["retain_freed_memory"],
         intra_op_threads=[t for t in choices["intra_op_threads"] if t is not None],
+        fork_copy=max(choices["num_workers"]) > 0 and False in choices["persistent_workers"],
     )
 
 
