@@ -173,10 +173,11 @@ class ForkCopyPoint(BaseModel):
     copies every page of the heap it writes (retaining freed memory, a step writes the heap it
     kept from the last). On a 2-core EPYC text-transformer's first step of an epoch with two
     workers took 150,000-170,000 such faults at batch 192 (1.2-2.0 s) and 16,400 at batch 16,
-    7.8-12.8 us each: each fault also waits for the step's other threads to drop the page from
-    their TLBs, three to five times a fresh page's cost. Timed at the smallest batch of the
-    first precision and layout, in the heap the sweep left; the faults of a larger batch grow
-    by the memory model's bytes per sample.
+    7.8-12.8 us each, three to five times what a probe copying pages alone read (2.6 us; the
+    step's other threads, running beside each copy, are the likely difference, not measured).
+    So it is timed on the step itself: at the smallest batch of the first precision and
+    layout, in the heap the sweep left; the faults of a larger batch grow by the memory
+    model's bytes per sample.
     """
 
     model_config = ConfigDict(frozen=True)
