@@ -262,7 +262,9 @@ PROFILED_KNOBS = ("batch_size", "num_workers", "amp", "channels_last")
 def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
                  already: Iterable[Config], keeping_batch: int | None = None) -> list[Config]:
     """The predicted best few (one per combination of :data:`PROFILED_KNOBS`), the predicted
-    best that keeps the effective batch ``keeping_batch`` (a batch size dividing it, for the
+    best of each precision read close to them that none of them runs in (see
+    :func:`_close_precisions`), their contention twins, the predicted best that keeps the
+    effective batch ``keeping_batch`` (a batch size dividing it, for the
     drop-in answer), then the most uncertain few (no two turning the same knob away from what
     the profile ran), none predicted over memory and none already queued."""
     room = max(0, n_trials - 2)
@@ -301,6 +303,9 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
     # Enough of the ranking to find the best few distinct points past the variants of each.
     ranked = predictions.best(len(predictions))
     take(ranked, best_count, distinct_profiled=True)
+    for index in _close_precisions(predictions, chosen):
+        if len(chosen) < room:
+            take([index], 1)
     for twin in _contention_twins(predictions, space):
         if len(chosen) < room and twin.key() not in seen:
             seen.add(twin.key())
@@ -320,6 +325,38 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
     take(predictions.most_uncertain(among, among=among), uncertain_count,
          distinct_uncovered=True)
     return chosen
+
+
+#: A precision whose predicted best reaches this share of the best predicted anywhere is
+#: measured once, its best, where the predicted best seeds hold none of it: within the
+#: spread of the profile's reading of one precision against another.
+CLOSE_PRECISION_SHARE = 0.9
+
+
+def _close_precisions(predictions: Predictions, seeded: Sequence[Config]) -> list[int]:
+    """The predicted best of each precision (``amp``) that none of ``seeded`` runs in, where
+    it reaches :data:`CLOSE_PRECISION_SHARE` of the best predicted that fits.
+
+    The profile times each precision's sweep in its own seconds of a machine whose speed
+    moves: a text-transformer job on a 2-core EPYC read bf16 at 436-537 samples/s where two
+    jobs right after it read 490-659, so its predicted best seeds were all fp32, its search
+    ended at the ceiling fp32 set, and it recommended batch 32 in fp32, re-measured at 0.79x
+    the batch 128 in bf16 the other two picked (benchmarks/RESULTS.md section 1, 2026-12-05).
+    A precision read that close is measured once.
+    """
+    rate = predictions.samples_per_s
+    fits = ~predictions.over_memory & np.isfinite(rate)
+    if not fits.any():
+        return []
+    bar = CLOSE_PRECISION_SHARE * float(rate[fits].max())
+    have = {config.amp for config in seeded}
+    amps = predictions.columns.amp
+    picked = []
+    for amp in np.unique(amps[fits]):
+        best = int(np.argmax(np.where(fits & (amps == amp), rate, -np.inf)))
+        if predictions.values(best)["amp"] not in have and rate[best] >= bar:
+            picked.append(best)
+    return picked
 
 
 def _contention_twins(predictions: Predictions, space: SearchSpace) -> list[Config]:
