@@ -303,9 +303,12 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
     # Enough of the ranking to find the best few distinct points past the variants of each.
     ranked = predictions.best(len(predictions))
     take(ranked, best_count, distinct_profiled=True)
+    # A precision read close to the best is a prediction as uncertain as any: it takes the
+    # place of an uncertain seed, so the seeds cost no more trials.
     for index in _close_precisions(predictions, chosen):
         if len(chosen) < room:
             take([index], 1)
+            uncertain_count = max(0, uncertain_count - 1)
     for twin in _contention_twins(predictions, space):
         if len(chosen) < room and twin.key() not in seen:
             seen.add(twin.key())
@@ -342,7 +345,8 @@ def _close_precisions(predictions: Predictions, seeded: Sequence[Config]) -> lis
     jobs right after it read 490-659, so its predicted best seeds were all fp32, its search
     ended at the ceiling fp32 set, and it recommended batch 32 in fp32, re-measured at 0.79x
     the batch 128 in bf16 the other two picked (benchmarks/RESULTS.md section 1, 2026-12-05).
-    A precision read that close is measured once.
+    A precision read that close is measured once, in place of one of the most uncertain seeds
+    (see :func:`seed_configs`).
     """
     rate = predictions.samples_per_s
     fits = ~predictions.over_memory & np.isfinite(rate)
