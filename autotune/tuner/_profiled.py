@@ -262,11 +262,11 @@ PROFILED_KNOBS = ("batch_size", "num_workers", "amp", "channels_last")
 def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
                  already: Iterable[Config], keeping_batch: int | None = None) -> list[Config]:
     """The predicted best few (one per combination of :data:`PROFILED_KNOBS`), the predicted
-    best of each precision read close to them that none of them runs in (see
-    :func:`_close_precisions`), their contention twins, the predicted best that keeps the
-    effective batch ``keeping_batch`` (a batch size dividing it, for the
-    drop-in answer), then the most uncertain few (no two turning the same knob away from what
-    the profile ran), none predicted over memory and none already queued."""
+    best that keeps the effective batch ``keeping_batch`` (a batch size dividing it, for the
+    drop-in answer), the best of each precision read close to the best that none of these
+    runs in (see :func:`_close_precisions`; each in place of an uncertain seed), then the most
+    uncertain few (no two turning the same knob away from what the profile ran), none
+    predicted over memory and none already queued."""
     room = max(0, n_trials - 2)
     best_count = min(PREDICTED_BEST, max(1, room // 3))
     uncertain_count = min(MOST_UNCERTAIN, room // 5)
@@ -303,12 +303,6 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
     # Enough of the ranking to find the best few distinct points past the variants of each.
     ranked = predictions.best(len(predictions))
     take(ranked, best_count, distinct_profiled=True)
-    # A precision read close to the best is a prediction as uncertain as any: it takes the
-    # place of an uncertain seed, so the seeds cost no more trials.
-    for index in _close_precisions(predictions, chosen):
-        if len(chosen) < room:
-            take([index], 1)
-            uncertain_count = max(0, uncertain_count - 1)
     for twin in _contention_twins(predictions, space):
         if len(chosen) < room and twin.key() not in seen:
             seen.add(twin.key())
@@ -321,6 +315,12 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
         # the profile predicts its batch 32 with freed memory retained near the best).
         keeps = keeping_batch % predictions.columns.batch_size == 0
         take((index for index in ranked if keeps[index]), 1)
+    # A precision read close to the best that no seed runs in is a prediction as uncertain as
+    # any: it takes the place of an uncertain seed, so the seeds cost no more trials.
+    for index in _close_precisions(predictions, chosen):
+        if len(chosen) < room:
+            take([index], 1)
+            uncertain_count = max(0, uncertain_count - 1)
     among = max(1, int(len(predictions) * UNCERTAIN_AMONG_SHARE))
     # Each explores knobs the profile did not run that no other does: a second compiled seed
     # cost a CPU job 35 s to learn what the first had shown (compile is the least known knob,
