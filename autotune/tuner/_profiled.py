@@ -319,8 +319,9 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
     # any: it takes the place of an uncertain seed, so the seeds cost no more trials.
     for index in _close_precisions(predictions, chosen):
         if len(chosen) < room:
+            before = len(chosen)
             take([index], 1)
-            uncertain_count = max(0, uncertain_count - 1)
+            uncertain_count = max(0, uncertain_count - (len(chosen) - before))
     among = max(1, int(len(predictions) * UNCERTAIN_AMONG_SHARE))
     # Each explores knobs the profile did not run that no other does: a second compiled seed
     # cost a CPU job 35 s to learn what the first had shown (compile is the least known knob,
