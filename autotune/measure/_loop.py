@@ -385,10 +385,12 @@ def _epoch_start_excess(loop: TrainingLoop, ordinary_wait_s: float,
     return max(0.0, wait), max(0.0, work)
 
 
-def _ordinary_mean(values: list[float], in_epoch_start: list[bool]) -> float:
-    """The mean of ``values`` over the steps past an epoch's start (all of them where none)."""
-    ordinary = [v for v, starting in zip(values, in_epoch_start, strict=True) if not starting]
-    return statistics.fmean(ordinary or values)
+def _beyond_ordinary(values: list[float], in_epoch_start: list[bool]) -> tuple[float, float]:
+    """The mean of ``values`` over the steps past an epoch's start (over all of them where
+    none is), and how far the epoch-start steps' values exceed it, summed."""
+    pairs = list(zip(values, in_epoch_start, strict=True))
+    ordinary = statistics.fmean([v for v, starting in pairs if not starting] or values)
+    return ordinary, sum(v - ordinary for v, starting in pairs if starting)
 
 
 class _DeviceTimer:
@@ -536,14 +538,9 @@ def _measure(
     # On a CPU an epoch's first steps may also work longer than the others (see
     # ``TrainingLoop.epoch_start_steps``): that excess is the epoch start's too. On CUDA a
     # step's host time is its launches, and the wait already holds what the device did not hide.
-    ordinary_wait = _ordinary_mean(waits, in_epoch_start)
-    start_wait_excess = sum(w - ordinary_wait
-                            for w, starting in zip(waits, in_epoch_start, strict=True)
-                            if starting)
-    ordinary_work = _ordinary_mean(works, in_epoch_start) if device.type == "cpu" else 0.0
-    start_work_excess = sum(w - ordinary_work
-                            for w, starting in zip(works, in_epoch_start, strict=True)
-                            if starting) if device.type == "cpu" else 0.0
+    ordinary_wait, start_wait_excess = _beyond_ordinary(waits, in_epoch_start)
+    ordinary_work, start_work_excess = (_beyond_ordinary(works, in_epoch_start)
+                                        if device.type == "cpu" else (0.0, 0.0))
     restart_s: float | None = None
     effective, waited = window, sum(waits)
     if loop.steps_per_epoch is not None:

@@ -167,7 +167,7 @@ class ProfilePlan:
     fresh_heap: bool = False
     #: Intra-op thread counts the space searches besides PyTorch's default (CPU only).
     intra_op_threads: Sequence[int] = ()
-    #: The space holds workers started anew each epoch (``persistent_workers`` off) beside
+    #: The space holds workers started anew each epoch (``persistent_workers`` off) and
     #: retained freed memory: on a CPU, time what a fork costs the next step (see
     #: :func:`profile_fork_copy`).
     fork_copy: bool = False
@@ -1064,8 +1064,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
     step, source = profile_step(workload, dataset, device, plan, source)
     step_threads = profile_step_threads(workload, device, source, step, plan)
     fork_copy = (profile_fork_copy(workload, device, source, plan)
-                 if plan.fork_copy and device.type == "cpu" and plan.retain_freed_memory
-                 else None)
+                 if plan.fork_copy and device.type == "cpu" else None)
     collate = source.collate_seconds(plan.loader_batch_size)
     sample_bytes = source.sample_bytes()
     del source

@@ -52,7 +52,8 @@ def profile_plan(space: SearchSpace, memory_budget_bytes: int | None, host_budge
         retain_freed_memory=True in choices["retain_freed_memory"],
         fresh_heap=False in choices["retain_freed_memory"],
         intra_op_threads=[t for t in choices["intra_op_threads"] if t is not None],
-        fork_copy=max(choices["num_workers"]) > 0 and False in choices["persistent_workers"],
+        fork_copy=(max(choices["num_workers"]) > 0 and False in choices["persistent_workers"]
+                   and True in choices["retain_freed_memory"]),
     )
 
 
@@ -317,7 +318,7 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
         take((index for index in ranked if keeps[index]), 1)
     # A precision read close to the best that no seed runs in is a prediction as uncertain as
     # any: it takes the place of an uncertain seed, so the seeds cost no more trials.
-    for index in _close_precisions(predictions, chosen):
+    for index in _close_precisions(predictions, ranked, chosen):
         if len(chosen) < room:
             before = len(chosen)
             take([index], 1)
@@ -337,9 +338,11 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
 CLOSE_PRECISION_SHARE = 0.9
 
 
-def _close_precisions(predictions: Predictions, seeded: Sequence[Config]) -> list[int]:
+def _close_precisions(predictions: Predictions, ranked: Sequence[int],
+                      seeded: Sequence[Config]) -> list[int]:
     """The predicted best of each precision (``amp``) that none of ``seeded`` runs in, where
-    it reaches :data:`CLOSE_PRECISION_SHARE` of the best predicted that fits.
+    it reaches :data:`CLOSE_PRECISION_SHARE` of the best predicted; ``ranked`` is
+    :meth:`Predictions.best` of every configuration (those that fit, fastest first).
 
     The profile times each precision's sweep in its own seconds of a machine whose speed
     moves: a text-transformer job on a 2-core EPYC read bf16 at 436-537 samples/s where two
@@ -349,18 +352,18 @@ def _close_precisions(predictions: Predictions, seeded: Sequence[Config]) -> lis
     A precision read that close is measured once, in place of one of the most uncertain seeds
     (see :func:`seed_configs`).
     """
-    rate = predictions.samples_per_s
-    fits = ~predictions.over_memory & np.isfinite(rate)
-    if not fits.any():
+    if not ranked:
         return []
-    bar = CLOSE_PRECISION_SHARE * float(rate[fits].max())
+    bar = CLOSE_PRECISION_SHARE * float(predictions.samples_per_s[ranked[0]])
     have = {config.amp for config in seeded}
-    amps = predictions.columns.amp
+    order = np.asarray(ranked)
+    # The first of each precision in the ranking is its best.
+    _, firsts = np.unique(predictions.columns.amp[order], return_index=True)
     picked = []
-    for amp in np.unique(amps[fits]):
-        best = int(np.argmax(np.where(fits & (amps == amp), rate, -np.inf)))
-        if predictions.values(best)["amp"] not in have and rate[best] >= bar:
-            picked.append(best)
+    for index in (int(order[first]) for first in sorted(firsts)):
+        if (predictions.values(index)["amp"] not in have
+                and predictions.samples_per_s[index] >= bar):
+            picked.append(index)
     return picked
 
 
