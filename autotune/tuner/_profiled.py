@@ -280,11 +280,12 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
     explored: set[str] = set()
 
     def take(indices: Iterable[int], count: int, distinct_profiled: bool = False,
-             distinct_uncovered: bool = False) -> None:
+             distinct_uncovered: bool = False) -> int:
+        """Queue up to ``count`` of ``indices``; returns how many it queued."""
         taken = 0
         for index in indices:
             if taken >= count:
-                return
+                break
             uncovered = predictions.uncovered_knobs(index) if distinct_uncovered else set()
             if uncovered & explored:
                 continue
@@ -300,6 +301,7 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
             explored.update(uncovered)
             chosen.append(config)
             taken += 1
+        return taken
 
     # Enough of the ranking to find the best few distinct points past the variants of each.
     ranked = predictions.best(len(predictions))
@@ -320,9 +322,7 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
     # any: it takes the place of an uncertain seed, so the seeds cost no more trials.
     for index in _close_precisions(predictions, ranked, chosen):
         if len(chosen) < room:
-            before = len(chosen)
-            take([index], 1)
-            uncertain_count = max(0, uncertain_count - (len(chosen) - before))
+            uncertain_count = max(0, uncertain_count - take([index], 1))
     among = max(1, int(len(predictions) * UNCERTAIN_AMONG_SHARE))
     # Each explores knobs the profile did not run that no other does: a second compiled seed
     # cost a CPU job 35 s to learn what the first had shown (compile is the least known knob,
