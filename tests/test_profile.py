@@ -19,6 +19,7 @@ from autotune.measure._profile import (
     ProfilePlan,
     _loader_saturated,
     _measure_loader,
+    doubtful,
     extended_workers,
     fault_seconds,
     large_batch_size,
@@ -543,6 +544,34 @@ def test_a_stall_during_the_first_sweep_does_not_reach_the_step_points(workload_
         unstalled = point.batch_size / STEP_S
         assert point.samples_per_s is not None
         assert 0.75 * unstalled < point.samples_per_s <= 1.05 * unstalled, point
+
+
+def test_a_cpu_sweep_times_again_only_points_held_back_or_dipped() -> None:
+    """text-transformer's fp32 and bf16 sweeps on a 2-core EPYC (2026-12-06): no point short of
+    cores, none but fp32's smallest batch more than 3% under its neighbours, so one second
+    window, the quickest; then the same sweep with one point on one core and one that dipped
+    by half and recovered."""
+    def sweep(rates: dict[int, tuple[float, float | None]]) -> list[StepPoint]:
+        return [StepPoint(batch_size=b, amp="off", samples_per_s=r, cpu_cores=c)
+                for b, (r, c) in rates.items()]
+    fp32 = sweep({16: (342, 1.95), 32: (404, 1.97), 64: (460, 1.99), 128: (461, 1.97),
+                  192: (455, 1.98)})
+    bf16 = sweep({16: (407, 2.0), 32: (421, 2.02), 64: (467, 2.0), 128: (457, 1.92),
+                  192: (528, 1.97)})
+    # The smallest batch under its one neighbour by more than a tenth (a rising curve's
+    # smallest batch often is: timing it again is quick).
+    assert doubtful(fp32) == fp32[:1] and doubtful(bf16) == []
+    held = sweep({16: (342, 1.95), 32: (250, 1.02), 64: (460, 1.99), 128: (230, 1.97),
+                  192: (455, 1.98)})
+    assert [p.batch_size for p in doubtful(held)] == [32, 128]
+    # A largest batch that ran clearly slower than the one before it is timed again.
+    falling = sweep({16: (300, 2.0), 32: (400, 2.0), 64: (330, 2.0)})
+    assert [p.batch_size for p in doubtful(falling)] == [16, 64]
+    # An out-of-memory point is not timed again; on CUDA (no cores) every timed point is.
+    oom = StepPoint(batch_size=256, amp="off", out_of_memory=True)
+    assert doubtful([*bf16, oom]) == []
+    cuda = sweep({16: (342, None), 32: (404, None)})
+    assert doubtful([*cuda, oom]) == cuda
 
 
 def test_a_precision_that_kept_fewer_cores_busy_than_another_is_named() -> None:

@@ -7,7 +7,9 @@ trial times. Batch sizes are tried in ascending order per precision and layout, 
 first out-of-memory (on a CPU: the first batch whose predicted memory passes the budget). Each
 precision and layout is swept twice, and each batch keeps the faster of its two windows: on a
 shared machine a few seconds of interference only ever slow a step down, and the second sweep
-meets a given batch seconds after the first did (see :data:`STEP_PASSES`). Interference that
+meets a given batch seconds after the first did (see :data:`STEP_PASSES`). On a CPU the second
+sweep times only the batches whose first window kept fewer cores busy than the others or dipped
+below both neighbours (:func:`doubtful`). Interference that
 outlasts both sweeps of a precision and layout shows as fewer cores kept busy than another
 kept: that one is timed once more after the others (:func:`short_of_cores`). Where the space
 searches the step's intra-op threads (a CPU), the step is then timed on the other thread
@@ -73,8 +75,14 @@ STEP_BUDGET_S = 20.0
 LOADER_BUDGET_S = 20.0
 #: Sweeps over the batch sizes of each precision and layout; a point keeps its fastest window.
 #: Measured on a 2-core VM whose speed moves by up to 2x for seconds at a time, one sweep's
-#: curve dipped by half at one batch size and recovered at the next.
+#: curve dipped by half at one batch size and recovered at the next. On a CPU the later sweeps
+#: time only the points the first one casts doubt on (see :func:`doubtful`).
 STEP_PASSES = 2
+#: On a CPU, a point whose step kept fewer than this share of the cores the sweep's busiest
+#: point kept busy was held back (another process or the hypervisor took a core), and one
+#: that ran this much slower than each of its neighbouring batches dipped: each is timed again.
+DOUBT_CORES_SHARE = 0.9
+DOUBT_DIP = 0.10
 #: Timed window of one step point in one sweep, and of one worker count.
 STEP_WINDOW_S = 0.15
 LOADER_WINDOW_S = 0.5
@@ -567,8 +575,9 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
                  ) -> tuple[list[StepPoint], _Batches]:
     """Step points per precision/layout by ascending batch, within the step budget.
 
-    The first sweep finds the batches that fit; the later sweeps time those again, and each
-    point keeps its fastest window (a batch a later sweep did not reach in time keeps what it
+    The first sweep finds the batches that fit; the later sweeps time those again (on a CPU,
+    those the first casts doubt on: see :func:`doubtful`), and each point keeps its fastest
+    window (a batch a later sweep did not reach in time keeps what it
     has). A combination outpaced at its smallest batch (see :data:`OUTPACED_SHARE`) keeps
     that one point: no later sweep, no thread counts, and where it kept fewer cores busy than
     another, no second timing if it would stay outpaced with their cores (see
@@ -590,11 +599,11 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
             bench = _StepBench(workload, device, amp, channels_last)
         swept = _sweep(bench, source, batch_sizes, now + share / STEP_PASSES,
                        plan.memory_budget_bytes, earlier=points)
-        fitted = [p.batch_size for p in swept if not p.out_of_memory]
         passes = 1 if (amp, channels_last) in outpaced([*points, *swept]) else STEP_PASSES
         for sweep in range(1, passes):
             deadline = now + share * (sweep + 1) / STEP_PASSES
-            again = {p.batch_size: p for p in _sweep(bench, source, fitted, deadline, None)}
+            retime = [p.batch_size for p in doubtful(swept)]
+            again = {p.batch_size: p for p in _sweep(bench, source, retime, deadline, None)}
             swept = [_faster(p, again.get(p.batch_size)) for p in swept]
         points.extend(swept)
         bench = None
@@ -613,6 +622,34 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
                   *_merged([p for p in points if (p.amp, p.channels_last) == combo], retimed),
                   *others[first:]]
     return points, source
+
+
+def doubtful(sweep: Sequence[StepPoint]) -> list[StepPoint]:
+    """The timed points of one sweep (one precision and layout, by ascending batch) that a
+    later sweep times again: on CUDA every one; on a CPU those the step's cores or the curve
+    cast doubt on (see :data:`DOUBT_CORES_SHARE`, :data:`DOUBT_DIP`).
+
+    A slow spell that takes cores from the step shows in the cores it kept busy; one that
+    does not (a neighbour's memory traffic) shows only where the curve dips and recovers. A
+    second sweep of every point cost text-transformer's profile on a 2-core EPYC 7.3 s of its
+    17.4 s step sweep, where no point was held back and only the smallest batch of fp32 (342
+    samples/s beside 404 at the next, as a rising curve's smallest batch often reads) ran more
+    than 3% under its neighbours.
+    """
+    timed = [p for p in sweep if p.samples_per_s and not p.out_of_memory]
+    if any(p.cpu_cores is None for p in timed):
+        return timed
+    busiest = max((p.cpu_cores or 0.0 for p in timed), default=0.0)
+    picked = []
+    for index, point in enumerate(timed):
+        neighbours = [p.samples_per_s or 0.0 for p in timed[max(0, index - 1):index + 2]
+                      if p is not point]
+        held_back = (point.cpu_cores or 0.0) < DOUBT_CORES_SHARE * busiest
+        dipped = bool(neighbours) and (point.samples_per_s or 0.0) < (1 - DOUBT_DIP) * min(
+            neighbours)
+        if held_back or dipped:
+            picked.append(point)
+    return picked
 
 
 def short_of_cores(points: Sequence[StepPoint]) -> list[tuple[AmpMode, bool]]:
