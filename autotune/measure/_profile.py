@@ -9,7 +9,7 @@ precision and layout is swept twice, and each batch keeps the faster of its two 
 shared machine a few seconds of interference only ever slow a step down, and the second sweep
 meets a given batch seconds after the first did (see :data:`STEP_PASSES`). On a CPU the second
 sweep times only the batches whose first window kept fewer cores busy than the others or dipped
-below both neighbours (:func:`doubtful`). Interference that
+under each neighbouring batch (:func:`doubtful`). Interference that
 outlasts both sweeps of a precision and layout shows as fewer cores kept busy than another
 kept: that one is timed once more after the others (:func:`short_of_cores`). Where the space
 searches the step's intra-op threads (a CPU), the step is then timed on the other thread
@@ -634,7 +634,9 @@ def doubtful(sweep: Sequence[StepPoint]) -> list[StepPoint]:
     second sweep of every point cost text-transformer's profile on a 2-core EPYC 7.3 s of its
     17.4 s step sweep, where no point was held back and only the smallest batch of fp32 (342
     samples/s beside 404 at the next, as a rising curve's smallest batch often reads) ran more
-    than 3% under its neighbours.
+    than 3% under its neighbours. What it costs: over six profiles of each kind, interleaved,
+    text-transformer's points spread more (90th percentile 36.3% against 27.8%, on a day of
+    large drift) and read 5% lower; image-cnn's spread less (benchmarks/RESULTS.md 1b).
     """
     timed = [p for p in sweep if p.samples_per_s and not p.out_of_memory]
     if any(p.cpu_cores is None for p in timed):
