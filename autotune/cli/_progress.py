@@ -129,6 +129,11 @@ class RichReporter(Reporter):
                            "re-measurements spared", style="dim", highlight=False)
         self._add_to_total(-runs_saved)
 
+    def round_added(self, round_number: int, runs_added: int, reason: str) -> None:
+        self.console.print(f"     added     round {round_number}: {reason}", style="dim",
+                           highlight=False)
+        self._add_to_total(runs_added)
+
     def tie_break_started(self, config: Config, rounds: int) -> None:
         self.console.print(f"     tie-break {describe_config(config)}: not faster than the "
                            f"baseline in every round; {rounds} more paired rounds decide",

@@ -18,6 +18,11 @@ changed places at 1.7-1.8x the baseline, and the drop-in answer, 56 s of a 344 s
 what the first two rounds' medians picked (benchmarks/RESULTS.md 1b). A gain within the margin
 of the baseline still gets every round (and the tie-break where it loses one).
 
+Neither answer is taken on medians of two runs where its two fastest changed places on a
+machine that moved: where one's two runs lie more than the margin apart, the race does not end
+after two rounds (early, or because two were all it was given) but runs a third, so that one run
+in a slow spell cannot pick (see ``_unsettled``).
+
 A winner that did not beat the baseline in every round is not taken on its median alone: it and
 the baseline run a tie-break of as many paired rounds again, and it stays the recommendation
 only if it was faster than the baseline in most of the paired rounds and on the median. A
@@ -42,6 +47,9 @@ LeaveFn = Callable[["CandidateRuns", int], None]
 TieBreakFn = Callable[[Config, int], None]
 #: Told when the race ends before its last round: the rounds run, the runs spared, and why.
 DecidedFn = Callable[[int, int, str], None]
+#: Told when the race goes on to a round it would have skipped (see :func:`_unsettled`): that
+#: round, the runs it adds beyond those planned (0 where it was planned), and why.
+RoundAddedFn = Callable[[int, int, str], None]
 
 #: A candidate leaves the race once it ran more than this fraction slower than the leader in
 #: every round so far (paired within each round, so a drift of the machine between rounds does
@@ -118,6 +126,8 @@ class Confirmation:
     rounds_run: int = 0
     rounds_planned: int = 0
     decided_because: str | None = None
+    #: Why the race ran a round it would have skipped (None when it did not).
+    added_round_because: str | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -280,13 +290,16 @@ def confirm(
     tie_break_rounds: int | None = None,
     on_tie_break: TieBreakFn | None = None,
     on_decided: DecidedFn | None = None,
+    on_round_added: RoundAddedFn | None = None,
 ) -> Confirmation | None:
     """Measure baseline and candidates up to ``rounds`` times each in fresh processes.
 
     Each round runs every configuration still in the race once, in an order rotated from the
     round before, so slow drifts of the machine (thermal, other load) fall on all of them alike.
     Between rounds, candidates that can no longer win leave (see ``_leaving``), and the race
-    ends once both answers are decided (see ``_decided``). The winner is
+    ends once both answers are decided (see ``_decided``), unless an answer would rest on
+    medians of two runs that a moving machine ordered (see ``_unsettled``): then one more round
+    runs, beyond ``rounds`` where they were two. The winner is
     picked among those that ran every round, by its median throughput over a run of
     ``run_samples`` samples, compile time included. A winner that did not beat the baseline in
     every round goes to a tie-break against it (see ``_tie_break``; ``tie_break_rounds``
@@ -296,28 +309,46 @@ def confirm(
                for config in (baseline, *candidates)]
     base, others = entries[0], entries[1:]
     racing = list(entries)
-    rounds_run, decided = 0, None
-    for round_index in range(rounds):
-        shift = round_index % len(racing)
+    rounds_run, limit, decided, added = 0, rounds, None, None
+
+    def let_leave() -> list[CandidateRuns]:
+        judge = rounds_run >= MIN_ROUNDS_TO_LEAVE
+        for entry, reason in _leaving(racing, base, race_margin, judge_speed=judge):
+            entry.left_after_round, entry.left_because = rounds_run, reason
+            if on_leave is not None:
+                on_leave(entry, limit - rounds_run)
+        return [entry for entry in racing if entry.finished]
+
+    while rounds_run < limit:
+        shift = rounds_run % len(racing)
         for entry in racing[shift:] + racing[:shift]:
             run = measure(entry.config)
             if run is None:
                 return None
             entry.runs.append(run)
-        rounds_run = round_index + 1
-        if rounds_run == rounds:
-            break
-        judge = rounds_run >= MIN_ROUNDS_TO_LEAVE
-        for entry, reason in _leaving(racing, base, race_margin, judge_speed=judge):
-            entry.left_after_round, entry.left_because = rounds_run, reason
-            if on_leave is not None:
-                on_leave(entry, rounds - rounds_run)
-        racing = [entry for entry in racing if entry.finished]
-        decided = _decided(racing, base, race_margin) if judge else None
-        if decided is not None:
-            if on_decided is not None:
-                on_decided(rounds_run, (rounds - rounds_run) * len(racing), decided)
-            break
+        rounds_run += 1
+        if rounds_run == limit:
+            if added is not None or (added := _unsettled(racing, base, race_margin)) is None:
+                break
+            limit += 1  # one round more, which those that can become neither answer skip
+            if on_round_added is not None:
+                on_round_added(rounds_run + 1, len(racing), added)
+            racing = let_leave()
+            continue
+        racing = let_leave()
+        decided = (_decided(racing, base, race_margin)
+                   if rounds_run >= MIN_ROUNDS_TO_LEAVE else None)
+        if decided is None:
+            continue
+        if added is None and (added := _unsettled(racing, base, race_margin)) is not None:
+            # The round after this one was planned: the race runs on to it.
+            decided = None
+            if on_round_added is not None:
+                on_round_added(rounds_run + 1, 0, added)
+            continue
+        if on_decided is not None:
+            on_decided(rounds_run, (limit - rounds_run) * len(racing), decided)
+        break
     usable = [entry for entry in others if entry.usable and entry.finished]
     winner = max(usable, key=lambda entry: entry.median_run_samples_per_s, default=base)
     if base.usable and winner.median_run_samples_per_s <= base.median_run_samples_per_s:
@@ -336,7 +367,8 @@ def confirm(
     ratios = _paired_ratios(winner, base) if winner is not base and base.usable else []
     return Confirmation(baseline=base, candidates=others, winner=winner, paired_ratios=ratios,
                         tie_break_rounds=tie_broken, tie_break_candidate=tried,
-                        rounds_run=rounds_run, rounds_planned=rounds, decided_because=decided)
+                        rounds_run=rounds_run, rounds_planned=rounds, decided_because=decided,
+                        added_round_because=added)
 
 
 def _decided(racing: Sequence[CandidateRuns], baseline: CandidateRuns,
@@ -368,6 +400,47 @@ def _decided(racing: Sequence[CandidateRuns], baseline: CandidateRuns,
     return (f"{len(front)} candidates changed places between the {rounds} rounds and each ran "
             f"more than {margin:.0%} faster than the baseline in every round: further rounds "
             "would order them by the noise")
+
+
+def _unsettled(racing: Sequence[CandidateRuns], baseline: CandidateRuns,
+               margin: float) -> str | None:
+    """Why an answer would rest on a coin toss: the two fastest candidates by the median (of
+    all, or of those that keep the baseline's effective batch) ran two rounds each, changed
+    places between them (paired), and one's runs lie more than ``margin`` apart; None where
+    no answer does.
+
+    A median of two runs is their mean: one run made in a slow spell of the machine picks the
+    other candidate. On a 2-core EPYC whose speed moved 1.35x within an image-cnn job, a
+    two-round race took batch 32 in bf16 (runs 2,508 and 2,482 samples/s) over batch 128 in
+    bf16 (2,051 and 2,777); the suite's interleaved re-measurement put the pick at 0.79x the
+    grid's best (benchmarks/RESULTS.md section 1, 2026-12-06). A third run of each makes
+    medians that one slow run cannot decide. Where the runs lie closer than the margin,
+    candidates that change places are one plateau, and their order is the noise's
+    (:func:`_decided`).
+    """
+    others = [entry for entry in racing if entry is not baseline and entry.usable]
+    keeping = [entry for entry in others
+               if entry.config.effective_batch == baseline.config.effective_batch]
+    for group in (others, keeping):
+        ranked = sorted(group, key=lambda entry: entry.median_run_samples_per_s, reverse=True)
+        if len(ranked) < 2 or len(ranked[0].runs) != 2:
+            continue
+        first, second = ranked[:2]
+        if _behind(second, first, 0.0):
+            continue
+        spread = max(_run_spread(first), _run_spread(second))
+        if spread > 1 + margin:
+            return (f"the two fastest{'' if group is others else ' that keep the effective batch'}"
+                    f" changed places between the 2 rounds and one's runs lie {spread:.2f}x "
+                    f"apart, more than the {margin:.0%} margin: on medians of two runs, one run "
+                    "in a slow spell of the machine would pick")
+    return None
+
+
+def _run_spread(entry: CandidateRuns) -> float:
+    """The fastest of ``entry``'s runs over its slowest, over the user's run."""
+    speeds = [entry.over_run(run) for run in entry.runs]
+    return max(speeds) / min(speeds) if min(speeds) > 0 else float("inf")
 
 
 def _clearly_ahead(entry: CandidateRuns, baseline: CandidateRuns, margin: float) -> bool:

@@ -197,11 +197,13 @@ def build_document(
         # machine's own speed moved while the job ran (null with fewer than two runs each).
         "run_spread": _run_spread_entry(confirmation),
         "within_noise": confirmation.within_noise,
-        # The rounds the confirmation ran of the most it could, and why it ended before them
-        # (null when it ran them all).
+        # The rounds the confirmation ran of the most it could, why it ended before them
+        # (null when it ran them all), and why it ran a round it would have skipped (null
+        # when it did not).
         "confirmation_rounds": {"run": confirmation.rounds_run,
                                 "planned": confirmation.rounds_planned,
-                                "decided_early": confirmation.decided_because},
+                                "decided_early": confirmation.decided_because,
+                                "added": confirmation.added_round_because},
         # The extra paired rounds of a winner that did not beat the baseline every round.
         "tie_break": _tie_break_entry(confirmation),
         "verdict": (speedup_sentence(confirmation) + compile_sentence(confirmation)

@@ -544,7 +544,8 @@ class _JobRun:
         confirmation = confirm(baseline, candidates, self.options.confirm_rounds, measure_once,
                                self.run_samples, on_leave=left,
                                on_tie_break=self.reporter.tie_break_started,
-                               on_decided=self.reporter.race_decided)
+                               on_decided=self.reporter.race_decided,
+                               on_round_added=self.reporter.round_added)
         if confirmation is None:
             raise JobCancelled
         return confirmation

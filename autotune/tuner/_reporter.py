@@ -45,6 +45,11 @@ class Reporter:
         """The confirmation ended after ``rounds`` rounds, before its last, its answers
         decided (``reason``): ``runs_saved`` fewer re-measurements."""
 
+    def round_added(self, round_number: int, runs_added: int, reason: str) -> None:
+        """The confirmation runs round ``round_number``, which it would have skipped
+        (``reason``): ``runs_added`` re-measurements beyond those planned (0 where the round
+        was planned and the race would have ended before it)."""
+
     def tie_break_started(self, config: Config, rounds: int) -> None:
         """The confirmation's winner did not beat the baseline every round: the two run
         ``rounds`` more paired rounds."""
