@@ -30,7 +30,7 @@ from autotune.recommend._document import (
     steadiness_sentence,
     widest_run_spread,
 )
-from autotune.space import Config
+from autotune.space import AmpMode, Config
 from autotune.store import TrialRecord
 
 BASELINE = Config(batch_size=32)
@@ -133,7 +133,7 @@ def test_a_plateau_twin_takes_the_run_of_a_neighbour_read_further_behind_along_i
                 min_size=1, max_size=12),
        st.integers(1, 6))
 def test_each_left_out_is_a_twin_or_gave_its_run_to_a_neighbour_read_faster_along_a_knob(
-        runs: list[tuple[int, int, str, float]], top: int) -> None:
+        runs: list[tuple[int, int, AmpMode, float]], top: int) -> None:
     records = [TrialRecord(config=Config(batch_size=size, num_workers=workers, amp=amp),
                            outcome="ok", samples_per_s=speed)
                for size, workers, amp, speed in runs]
