@@ -32,6 +32,7 @@ from autotune.recommend import TrialView, ceiling_sentence
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo, default_max_workers
 from autotune.tuner._profiled import (
     Predictor,
+    ScaleClass,
     below_reach,
     covered_ratios,
     highest_other_ratio,
@@ -486,7 +487,10 @@ def test_the_ceiling_takes_the_scale_the_covered_trials_ran_at() -> None:
     measured = [at(baseline, 0.5), at(retained32, 0.9), at(retained64, 0.7),
                 at(compiled, 3.0), (Config(batch_size=64), 0.0)]
     covered = covered_ratios(profile, measured)
-    assert measured_scales(covered) == {True: pytest.approx(0.8), False: pytest.approx(0.5)}
+    # Every trial loads in the main process: a class with workers takes its heap's scale.
+    assert measured_scales(covered) == {
+        ScaleClass(True, True): pytest.approx(0.8), ScaleClass(True, False): pytest.approx(0.8),
+        ScaleClass(False, True): pytest.approx(0.5), ScaleClass(False, False): pytest.approx(0.5)}
     # The highest scale a trial but the fastest measured ran at: retained64's 0.7 is the
     # fastest in samples/s, so retained32's 0.9.
     assert highest_other_ratio(covered) == pytest.approx(0.9)
@@ -518,6 +522,38 @@ def test_a_trial_s_scale_is_read_from_the_other_configurations_runs() -> None:
     # A compiled step is no error of the profile's: no scale.
     compiled = Config(batch_size=64, retain_freed_memory=True, compile="default")
     assert predictor.scale(compiled, measured) is None
+
+
+def test_trials_that_load_in_the_main_process_and_with_workers_are_scaled_apart() -> None:
+    """The profile joins its loader and its step one after the other without workers and side
+    by side with them, and each way errs its own way: a configuration takes the scale of the
+    other runs that load as it does, those with its handling of freed memory where none does
+    (then all); and so does the ceiling, per class."""
+    space = SearchSpace(CPU, TOKENS, fixed={"amp": "off", "intra_op_threads": None},
+                        ranges={"batch_size": "32,64", "num_workers": "0,2"})
+    profile = make_profile({32: 1000.0, 64: 2000.0}, {0: 1e6, 2: 1e6})
+    predictor = Predictor(profile, space, None)
+
+    def at(config: Config, share: float) -> tuple[Config, float]:
+        return config, share * (predictor.samples_per_s(config) or 0.0)
+
+    main32, main64 = Config(batch_size=32), Config(batch_size=64)
+    workers32, workers64 = (Config(batch_size=size, num_workers=2) for size in (32, 64))
+    measured = [at(main32, 1.2), at(workers32, 0.8), at(workers64, 0.9)]
+    assert predictor.scale(main64, measured) == pytest.approx(1.2)
+    assert predictor.scale(workers64, measured) == pytest.approx(0.8)  # its own left out
+    # No other run loads in the main process: the median of those with its heap, all here.
+    assert predictor.scale(main32, measured) == pytest.approx(0.85)
+    # Retaining freed memory, no run at all: the median of all.
+    assert predictor.scale(main64.model_copy(update={"retain_freed_memory": True}),
+                           measured) == pytest.approx(0.9)
+    read, scaled, _ = predictor.ceiling(measured) or (0.0, 0.0, 0.0)
+    predictions = predictor.all()
+    loads_in_main = predictions.columns.num_workers == 0
+    rates = predictions.samples_per_s
+    assert scaled == pytest.approx(max(1.2 * rates[loads_in_main].max(),
+                                       0.85 * rates[~loads_in_main].max()))
+    assert read == pytest.approx(rates.max())
 
 
 def test_a_profile_predicts_the_biggest_space_quickly() -> None:

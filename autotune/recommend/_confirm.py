@@ -413,7 +413,7 @@ def _unsettled(racing: Sequence[CandidateRuns], baseline: CandidateRuns,
     other candidate. On a 2-core EPYC whose speed moved 1.35x within an image-cnn job, a
     two-round race took batch 32 in bf16 (runs 2,508 and 2,482 samples/s) over batch 128 in
     bf16 (2,051 and 2,777); the suite's interleaved re-measurement put the pick at 0.79x the
-    grid's best (benchmarks/RESULTS.md section 1, 2026-12-06). A third run of each makes
+    grid's best (benchmarks/RESULTS.md section 1 as of f9eb9e9). A third run of each makes
     medians that one slow run cannot decide. Where the runs lie closer than the margin,
     candidates that change places are one plateau, and their order is the noise's
     (:func:`_decided`).

@@ -3,11 +3,14 @@ configuration, and seed the search with the predicted best and the least known."
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import threading
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -129,8 +132,8 @@ class Predictor:
 
     def scale(self, config: Config, measured: Sequence[tuple[Config, float]]) -> float | None:
         """The scale the job's trials ran at, for ``config``: the median measured / predicted
-        of ``measured`` other than ``config``'s own runs, among those with its handling of
-        freed memory (see :func:`measured_scales`). None before any such trial, and where
+        of ``measured`` other than ``config``'s own runs, among those that handle freed memory
+        and load as it does (see :func:`measured_scales`). None before any such trial, and where
         ``config`` sets a knob the profile's eager step does not time (its gain is no error of
         the profile's scale, :data:`UNSCALED_KNOBS`).
 
@@ -146,7 +149,7 @@ class Predictor:
         key = config.key()
         others = [(other, value) for other, value in measured if other.key() != key]
         scales = measured_scales(covered_ratios(self.profile, others, self.memory_budget_bytes))
-        return scales.get(config.retain_freed_memory)
+        return scales.get(ScaleClass.of(config))
 
     def _predicted(self, config: Config) -> tuple[float | None, float]:
         """One configuration's predicted samples/s (None where not a finite figure) and the
@@ -176,8 +179,11 @@ class Predictor:
         predictions = self._of_space
         covered = covered_ratios(self.profile, measured, self.memory_budget_bytes)
         scales = measured_scales(covered)
-        retained = predictions.columns.retain_freed_memory
-        scale = np.where(retained, scales.get(True, 1.0), scales.get(False, 1.0))
+        columns = predictions.columns
+        scale = np.ones(len(predictions))
+        for kind, value in scales.items():
+            scale[(columns.retain_freed_memory == kind.retain_freed_memory)
+                  & ((columns.num_workers == 0) == kind.loads_in_main)] = value
         rate = predictions.samples_per_s
         fits = ~predictions.over_memory & np.isfinite(rate)
         if not fits.any():
@@ -197,11 +203,23 @@ UNSCALED_KNOBS = frozenset({"compile", "tf32", "cudnn_benchmark", "pin_memory",
                             "device_prefetch"})
 
 
+class ScaleClass(NamedTuple):
+    """What the job's trials are scaled by apart (see :func:`measured_scales`)."""
+
+    retain_freed_memory: bool
+    #: No workers: the main process loads each batch, then steps on it.
+    loads_in_main: bool
+
+    @classmethod
+    def of(cls, config: Config) -> ScaleClass:
+        return cls(config.retain_freed_memory, config.num_workers == 0)
+
+
 @dataclass(frozen=True)
 class CoveredRatio:
     """A measured configuration the profile covers, and its measured / predicted samples/s."""
 
-    retain_freed_memory: bool
+    kind: ScaleClass
     samples_per_s: float
     ratio: float
 
@@ -219,23 +237,36 @@ def covered_ratios(profile: Profile, measured: Sequence[tuple[Config, float]],
         predicted = float(predictions.samples_per_s[index])
         unscaled = predictions.uncovered_knobs(index) & UNSCALED_KNOBS
         if not unscaled and 0 < predicted < float("inf"):
-            covered.append(CoveredRatio(config.retain_freed_memory, value, value / predicted))
+            covered.append(CoveredRatio(ScaleClass.of(config), value, value / predicted))
     return covered
 
 
-def measured_scales(covered: Sequence[CoveredRatio]) -> dict[bool, float]:
+def measured_scales(covered: Sequence[CoveredRatio]) -> dict[ScaleClass, float]:
     """The median measured / predicted samples/s of the covered trials (see
-    :func:`covered_ratios`) per handling of freed memory (``retain_freed_memory``: glibc's
-    defaults are timed in a fresh heap once, and how often glibc hands the heap back differs
-    between processes); a setting without such a trial takes the median of all. Empty before
-    any."""
-    ratios: dict[bool, list[float]] = {True: [], False: []}
+    :func:`covered_ratios`) per :class:`ScaleClass`; a class without such a trial takes the
+    median of those with its handling of freed memory, else of all. Empty before any.
+
+    Each class errs its own way. glibc's defaults are timed in a fresh heap once, and how often
+    glibc hands the heap back differs between processes. The loader and the step are timed
+    apart and joined two ways: one after the other in the main process, side by side with
+    workers (on a CPU, sharing its cores). On a 2-core Xeon with AMX an image-cnn job of the
+    suite (2026-12-06) ran its trials with workers at 0.84-0.91 of the profile's predictions
+    and those without at 1.07-1.23, and read its finalist without workers at 1.26 of the
+    job's prediction. Replayed over two suite runs' 36 confirmed finalists, scaled apart 33
+    came within 0.85-1.15 of the job's prediction, scaled together 29; the search trials'
+    90th percentile fell from 1.21 to 1.13 (benchmarks/RESULTS.md 1b).
+    """
+    by_class: dict[ScaleClass, list[float]] = defaultdict(list)
+    by_heap: dict[bool, list[float]] = defaultdict(list)
     for trial in covered:
-        ratios[trial.retain_freed_memory].append(trial.ratio)
-    pooled = ratios[True] + ratios[False]
+        by_class[trial.kind].append(trial.ratio)
+        by_heap[trial.kind.retain_freed_memory].append(trial.ratio)
+    pooled = [trial.ratio for trial in covered]
     if not pooled:
         return {}
-    return {retained: statistics.median(own or pooled) for retained, own in ratios.items()}
+    classes = [ScaleClass(*kind) for kind in itertools.product((True, False), repeat=2)]
+    return {kind: statistics.median(by_class[kind] or by_heap[kind.retain_freed_memory]
+                                    or pooled) for kind in classes}
 
 
 def highest_other_ratio(covered: Sequence[CoveredRatio]) -> float | None:
