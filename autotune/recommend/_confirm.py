@@ -177,13 +177,12 @@ def pick_candidates(
     def speed(run: TrialRecord) -> float:
         return run.samples_per_s_over(run_samples) or 0.0
 
-    best: dict[str, TrialRecord] = {}
+    readings: dict[str, TrialRecord] = {}
     for run in measured:
-        if not run.usable or run.config.key() == baseline.key():
-            continue
         key = run.config.key()
-        if key not in best or speed(run) > speed(best[key]):
-            best[key] = run
+        if run.usable and (key not in readings or speed(run) > speed(readings[key])):
+            readings[key] = run
+    best = {key: run for key, run in readings.items() if key != baseline.key()}
     ranked = sorted(best.values(), key=speed, reverse=True)
     picked: list[TrialRecord] = []
     #: Plateau twins left out, and candidates whose run a twin took, fastest first.
@@ -191,7 +190,9 @@ def pick_candidates(
     for run in ranked[:top]:
         if any(prefetch_twin(run.config, faster.config) for faster in picked):
             continue
-        if any(plateau_twin(run.config, speed(run), faster.config, speed(faster))
+        if any(plateau_twin(run.config, speed(run), faster.config, speed(faster),
+                            [speed(between) for between in readings.values()
+                             if _lies_between(between.config, run.config, faster.config)])
                for faster in picked):
             set_aside.append(run)
             continue
@@ -223,9 +224,11 @@ def _line(config: Config, other: Config) -> tuple[str, str] | None:
 PLATEAU_SHARE = 0.95
 
 
-def plateau_twin(config: Config, speed: float, other: Config, other_speed: float) -> bool:
+def plateau_twin(config: Config, speed: float, other: Config, other_speed: float,
+                 between: Sequence[float] = ()) -> bool:
     """Whether ``config`` differs from ``other``, measured faster, in one knob only and read
-    within :data:`PLATEAU_SHARE` of it: two points of one plateau of the space.
+    within :data:`PLATEAU_SHARE` of it, as did every point measured between them along that
+    knob (``between``, see :func:`_lies_between`): two points of one plateau of the space.
 
     The search's climb measures the best's neighbours along each knob, and where the speed is
     flat along one (batch sizes past the point where the step stops gaining), they fill the
@@ -243,10 +246,32 @@ def plateau_twin(config: Config, speed: float, other: Config, other_speed: float
     the workers' own knobs (:data:`WORKER_KNOBS`) mean nothing without them. A 2-core EPYC's
     text-transformer job confirmed batch 192 without workers and with two, read 551 and 542
     samples/s by the search, in two rounds each (547-548 and 532-534): 16 s of its 85 s.
+
+    Two peaks with a dip between them are no plateau: on a 2-core Xeon with AMX an image-cnn
+    job's search read batch 32 and batch 256 in bf16 without workers at 3,508 and 3,506
+    samples/s, and batch 64 and 128 between them at 3,260 and 3,160; it left batch 256 out as
+    batch 32's twin and picked batch 32, which the suite's interleaved re-measurement put at
+    0.87x batch 256 (benchmarks/RESULTS.md section 1, 2026-12-06, 07:11 UTC).
     """
     if other_speed <= 0 or speed < PLATEAU_SHARE * other_speed:
         return False
+    if any(reading < PLATEAU_SHARE * other_speed for reading in between):
+        return False
     return len(differing_knobs(config, other)) == 1
+
+
+def _lies_between(config: Config, one: Config, other: Config) -> bool:
+    """Whether ``config`` differs from ``one`` and ``other`` in the one numeric knob they
+    differ in, and lies strictly between their values of it."""
+    knobs = differing_knobs(one, other)
+    if len(knobs) != 1 or differing_knobs(config, one) != knobs:
+        return False
+    knob = knobs.pop()
+    low, high, value = (getattr(c, knob) for c in (one, other, config))
+    if not all(isinstance(v, int | float) and not isinstance(v, bool)
+               for v in (low, high, value)):
+        return False
+    return min(low, high) < value < max(low, high)
 
 
 #: Knobs of how workers load, which a configuration without workers does not use.
