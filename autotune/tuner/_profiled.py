@@ -252,9 +252,10 @@ def measured_scales(covered: Sequence[CoveredRatio]) -> dict[ScaleClass, float]:
     workers (on a CPU, sharing its cores). On a 2-core Xeon with AMX an image-cnn job of the
     suite (2026-12-06) ran its trials with workers at 0.84-0.91 of the profile's predictions
     and those without at 1.07-1.23, and read its finalist without workers at 1.26 of the
-    job's prediction. Replayed over two suite runs' 36 confirmed finalists, scaled apart 33
-    came within 0.85-1.15 of the job's prediction, scaled together 29; the search trials'
-    90th percentile fell from 1.21 to 1.13 (benchmarks/RESULTS.md 1b).
+    job's prediction. Replayed over three suite runs' 45 confirmed finalists, scaled apart 40
+    came within 0.85-1.15 of the job's prediction, scaled together 36; in each image-cnn run
+    the search trials' 90th percentile fell, from 1.22-1.31 to 1.15-1.16
+    (benchmarks/RESULTS.md 1b).
     """
     by_class: dict[ScaleClass, list[float]] = defaultdict(list)
     by_heap: dict[bool, list[float]] = defaultdict(list)
