@@ -249,13 +249,13 @@ def measured_scales(covered: Sequence[CoveredRatio]) -> dict[ScaleClass, float]:
     Each class errs its own way. glibc's defaults are timed in a fresh heap once, and how often
     glibc hands the heap back differs between processes. The loader and the step are timed
     apart and joined two ways: one after the other in the main process, side by side with
-    workers (on a CPU, sharing its cores). On a 2-core Xeon with AMX an image-cnn job of the
-    suite (2026-12-06) ran its trials with workers at 0.84-0.91 of the profile's predictions
-    and those without at 1.07-1.23, and read its finalist without workers at 1.26 of the
-    job's prediction. Replayed over three suite runs' 45 confirmed finalists, scaled apart 40
-    came within 0.85-1.15 of the job's prediction, scaled together 36; in each image-cnn run
-    the search trials' 90th percentile fell, from 1.22-1.31 to 1.15-1.16
-    (benchmarks/RESULTS.md 1b).
+    workers (on a CPU, sharing its cores). On a 2-core Xeon with AMX three image-cnn jobs of
+    the suite (2026-12-06) ran their trials with workers at a median 0.85 of the profile's
+    predictions (0.71-0.97) and those without at 1.09 (0.86-1.23), and one read its finalist
+    without workers at 1.26 of the job's prediction. Replayed over three suite runs' 45
+    confirmed finalists, scaled apart 40 came within 0.85-1.15 of the job's prediction,
+    scaled together 36; in each image-cnn run the search trials' 90th percentile fell, from
+    1.22-1.31 to 1.15-1.16 (benchmarks/RESULTS.md 1b).
     """
     by_class: dict[ScaleClass, list[float]] = defaultdict(list)
     by_heap: dict[bool, list[float]] = defaultdict(list)
