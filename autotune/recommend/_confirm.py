@@ -352,26 +352,23 @@ def confirm(
                 return None
             entry.runs.append(run)
         rounds_run += 1
-        if rounds_run == limit:
-            if added is not None or (added := _unsettled(racing, base, race_margin)) is None:
-                break
-            limit += 1  # one round more, which those that can become neither answer skip
-            if on_round_added is not None:
-                on_round_added(rounds_run + 1, len(racing), added)
+        last = rounds_run == limit
+        if not last:
             racing = let_leave()
-            continue
-        racing = let_leave()
-        decided = (_decided(racing, base, race_margin)
-                   if rounds_run >= MIN_ROUNDS_TO_LEAVE else None)
-        if decided is None:
-            continue
+            decided = (_decided(racing, base, race_margin)
+                       if rounds_run >= MIN_ROUNDS_TO_LEAVE else None)
+            if decided is None:
+                continue
+        # The race would end here.
         if added is None and (added := _unsettled(racing, base, race_margin)) is not None:
-            # The round after this one was planned: the race runs on to it.
             decided = None
             if on_round_added is not None:
-                on_round_added(rounds_run + 1, 0, added)
+                on_round_added(rounds_run + 1, len(racing) if last else 0, added)
+            if last:  # one round more, which those that can become neither answer skip
+                limit += 1
+                racing = let_leave()
             continue
-        if on_decided is not None:
+        if decided is not None and on_decided is not None:
             on_decided(rounds_run, (limit - rounds_run) * len(racing), decided)
         break
     usable = [entry for entry in others if entry.usable and entry.finished]
