@@ -546,7 +546,7 @@ def test_a_stall_during_the_first_sweep_does_not_reach_the_step_points(workload_
         assert 0.75 * unstalled < point.samples_per_s <= 1.05 * unstalled, point
 
 
-def test_a_cpu_sweep_times_again_only_points_held_back_or_dipped() -> None:
+def test_a_cpu_sweep_times_again_only_points_held_back_dipped_or_slowed() -> None:
     """text-transformer's fp32 and bf16 sweeps on a 2-core EPYC (2026-12-06): no point short of
     cores, none but fp32's smallest batch more than 3% under its neighbours, so one second
     window, the quickest; then the same sweep with one point on one core and one that dipped
@@ -567,6 +567,12 @@ def test_a_cpu_sweep_times_again_only_points_held_back_or_dipped() -> None:
     # A largest batch that ran clearly slower than the one before it is timed again.
     falling = sweep({16: (300, 2.0), 32: (400, 2.0), 64: (330, 2.0)})
     assert [p.batch_size for p in doubtful(falling)] == [16, 64]
+    # A slow spell over the sweep's first batches: the curve only rises, too steeply (each of
+    # batches 8-24 took 30 ms a step, batch 32 10 ms): each step that took longer than a larger
+    # batch's is timed again, and the rising curve's last point is not.
+    stalled = sweep({8: (267, 1.0), 16: (533, 1.0), 24: (800, 1.0), 32: (3200, 1.0),
+                     48: (4750, 1.0), 64: (6300, 1.0)})
+    assert [p.batch_size for p in doubtful(stalled)] == [8, 16, 24]
     # An out-of-memory point is not timed again; on CUDA (no cores) every timed point is.
     oom = StepPoint(batch_size=256, amp="off", out_of_memory=True)
     assert doubtful([*bf16, oom]) == []

@@ -79,8 +79,10 @@ LOADER_BUDGET_S = 20.0
 #: time only the points the first one casts doubt on (see :func:`doubtful`).
 STEP_PASSES = 2
 #: On a CPU, a point whose step kept fewer than this share of the cores the sweep's busiest
-#: point kept busy was held back (another process or the hypervisor took a core), and one
-#: that ran this much slower than each of its neighbouring batches dipped: each is timed again.
+#: point kept busy was held back (another process or the hypervisor took a core); one that
+#: ran this much slower than each of its neighbouring batches dipped; one whose step took this
+#: much longer than a larger batch's step was slowed (a larger batch does more work): each is
+#: timed again.
 DOUBT_CORES_SHARE = 0.9
 DOUBT_DIP = 0.10
 #: Timed window of one step point in one sweep, and of one worker count.
@@ -630,7 +632,10 @@ def doubtful(sweep: Sequence[StepPoint]) -> list[StepPoint]:
     cast doubt on (see :data:`DOUBT_CORES_SHARE`, :data:`DOUBT_DIP`).
 
     A slow spell that takes cores from the step shows in the cores it kept busy; one that
-    does not (a neighbour's memory traffic) shows only where the curve dips and recovers. A
+    does not (a neighbour's memory traffic) shows where the curve dips and recovers, or, where
+    it covers the first few batches of the sweep, where a batch's step took longer than a
+    larger batch's: the curve only rises, too steeply (a step slowed to a third for the first
+    half second read batches 8, 16 and 24 at 30 ms a step each and batch 32 at 10 ms). A
     second sweep of every point cost text-transformer's profile on a 2-core EPYC 7.3 s of its
     17.4 s step sweep, where no point was held back and only the smallest batch of fp32 (342
     samples/s beside 404 at the next, as a rising curve's smallest batch often reads) ran more
@@ -649,9 +654,16 @@ def doubtful(sweep: Sequence[StepPoint]) -> list[StepPoint]:
         held_back = (point.cpu_cores or 0.0) < DOUBT_CORES_SHARE * busiest
         dipped = bool(neighbours) and (point.samples_per_s or 0.0) < (1 - DOUBT_DIP) * min(
             neighbours)
-        if held_back or dipped:
+        slowed = any((1 - DOUBT_DIP) * _step_s(point) > _step_s(larger)
+                     for larger in timed[index + 1:])
+        if held_back or dipped or slowed:
             picked.append(point)
     return picked
+
+
+def _step_s(point: StepPoint) -> float:
+    """Seconds one step of a timed point took."""
+    return point.batch_size / (point.samples_per_s or math.inf)
 
 
 def short_of_cores(points: Sequence[StepPoint]) -> list[tuple[AmpMode, bool]]:
