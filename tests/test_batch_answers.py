@@ -43,6 +43,27 @@ def test_the_drop_in_candidate_restores_the_effective_batch_with_accumulation() 
     assert keeping_effective_batch(broken, baseline) is None
 
 
+def test_the_drop_in_candidate_is_ranked_with_what_its_accumulation_gains() -> None:
+    """The search measured each batch without accumulation: batch 8 at 900 samples/s, 16 at
+    950. Restoring the effective batch of 32, batch 8 accumulates over four and pays the
+    optimizer step once per four, 16 once per two: where that gains batch 8 more than the
+    5% between them, batch 8 is the drop-in answer."""
+    baseline = Config(batch_size=32)
+    measured = [run(Config(batch_size=8), 900.0), run(Config(batch_size=16), 950.0)]
+    gains = {8: 1.12, 16: 1.04}
+    asked: list[Config] = []
+
+    def gain(config: Config) -> float:
+        asked.append(config)
+        return gains[config.batch_size]
+
+    assert keeping_effective_batch(measured, baseline, accumulation_gain=gain) == Config(
+        batch_size=8, grad_accum_steps=4)
+    assert {(c.batch_size, c.grad_accum_steps) for c in asked} == {(8, 4), (16, 2)}
+    assert keeping_effective_batch(measured, baseline) == Config(
+        batch_size=16, grad_accum_steps=2)
+
+
 @pytest.mark.parametrize(("optimizer", "expected"), [
     ("SGD", "linearly, by 4x"), ("AdamW", "square root of the batch ratio, 2x"),
     ("Adam", "2x"), ("MyOptimizer", "linear scaling (4x)"), ("", "cannot name"),

@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import rows
 
-from autotune.measure import glibc_malloc
+from autotune.measure import MeasurePlan, glibc_malloc
 from autotune.measure._profile import (
     ProfilePlan,
     _loader_saturated,
@@ -32,13 +32,15 @@ from autotune.measure._profile import (
 )
 from autotune.predict import LoaderPoint, Profile, StepPoint, predict_configs, predict_space
 from autotune.recommend import ceiling_numbers
-from autotune.runner import probe_workload, profile_workload
+from autotune.runner import probe_workload, profile_workload, run_trial
 from autotune.space import Config, SearchSpace
 from autotune.store import Database, Job
 from autotune.tuner import TuneOptions, create_job, run_job
 from autotune.tuner._profiled import profile_plan, seed_configs
 from autotune.workload import load_workload
 from autotune.workload.builtins._slow_storage import SlowStorageDataset
+from tests.conftest import FAST
+from tests.workloads.slow_optimizer import OPTIMIZER_S
 from tests.workloads.stalled_start import STEP_S
 
 FAST_FLAGS = ["--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1",
@@ -185,6 +187,31 @@ def test_a_fork_is_timed_at_the_pages_the_next_step_copies(workload_file) -> Non
                                              "persistent_workers": True},
                              ranges={"batch_size": "8,16", "num_workers": "0,1"})
     assert persistent.fork_copy is None
+
+
+def test_the_optimizer_step_is_timed_alone_and_accumulation_is_predicted_as_it_trains(
+        workload_file) -> None:
+    """An optimizer step that takes 20 ms beside a forward and backward of a fraction of one:
+    where the space holds batches that accumulate to the workload's batch of 32, the profile
+    times the optimizer step alone, and a trial of batch 8 accumulating over four runs as
+    much faster than batch 8 alone as the prediction says. A space with no such batch does
+    not time it."""
+    path = workload_file("slow_optimizer")
+    profile, _ = profiled(path, 4, fixed={"amp": "off", "num_workers": 0},
+                          ranges={"batch_size": "8,16,32"})
+    assert profile.optimizer_step_s is not None
+    assert OPTIMIZER_S <= profile.optimizer_step_s < 1.5 * OPTIMIZER_S, profile.optimizer_step_s
+    configs = [Config(batch_size=8, grad_accum_steps=k) for k in (1, 4)]
+    predicted = predict_configs(profile, configs).samples_per_s
+    measured = [run_trial(path, config, "cpu", MeasurePlan(**FAST), 120).samples_per_s
+                for config in configs]
+    assert all(measured), measured
+    gain = (measured[1] or 0.0) / (measured[0] or 1.0)
+    assert gain > 2.5, measured  # nearly all of a micro-step is the optimizer's
+    assert gain == pytest.approx(predicted[1] / predicted[0], rel=0.15), (measured, predicted)
+    larger, _ = profiled(path, 4, fixed={"amp": "off", "num_workers": 0},
+                         ranges={"batch_size": "32,64"})
+    assert larger.optimizer_step_s is None
 
 
 def test_a_page_fault_is_timed_at_microseconds_not_at_the_mapping() -> None:

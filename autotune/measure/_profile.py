@@ -14,6 +14,8 @@ outlasts both sweeps of a precision and layout shows as fewer cores kept busy th
 kept: that one is timed once more after the others (:func:`short_of_cores`). Where the space
 searches the step's intra-op threads (a CPU), the step is then timed on the other thread
 counts too, at its smaller batches, within a share of the step budget.
+Where the space holds configurations that accumulate gradients, the optimizer step is timed
+alone as well: what accumulating over more micro-batches saves each of them.
 
 **Fresh heap** (a CPU with glibc, where the space holds glibc's default handling of freed
 memory): before the sweep, the step is timed at the workload's batch in the space's first
@@ -145,6 +147,9 @@ FAULT_PROBE_BYTES = 32 * 2**20
 FAULT_PROBE_REPEATS = 5
 #: Forks after which the step is timed by :func:`profile_fork_copy` (the smaller excess counts).
 FORK_COPY_REPEATS = 2
+#: Optimizer steps :func:`profile_optimizer_step` times, each after a backward (the median
+#: counts: a few milliseconds each, timed alone).
+OPTIMIZER_REPEATS = 9
 #: Share of the memory budget a step point may be predicted to need before the sweep stops.
 MEMORY_MARGIN = 0.9
 #: A precision/layout whose step kept fewer than this share of the cores another kept busy is
@@ -181,6 +186,10 @@ class ProfilePlan:
     #: retained freed memory: on a CPU, time what a fork costs the next step (see
     #: :func:`profile_fork_copy`).
     fork_copy: bool = False
+    #: The space holds configurations that accumulate gradients over micro-batches (a batch
+    #: under the baseline's effective batch that divides it): time the optimizer step alone
+    #: (see :func:`profile_optimizer_step`).
+    optimizer_step: bool = False
 
 
 def _cpu_seconds(process: psutil.Process, children: bool = False) -> float:
@@ -565,6 +574,38 @@ def profile_fork_copy(workload: Workload, device: torch.device, source: _Batches
         return None
     return ForkCopyPoint(amp=amp, channels_last=channels_last, batch_size=batch_size,
                          faults=faults, seconds=max(0.0, excess))
+
+
+def profile_optimizer_step(workload: Workload, device: torch.device, source: _Batches,
+                           plan: ProfilePlan) -> float | None:
+    """Seconds of one optimizer step and zeroing the gradients after it, alone: what each step
+    of the sweep paid once per batch and a configuration accumulating gradients over ``k``
+    micro-batches pays once per ``k``. Timed at the plan's smallest batch in its first
+    precision and layout (the optimizer's work depends on the parameters, not the batch), each
+    after a backward, on CUDA synchronised; the median of :data:`OPTIMIZER_REPEATS`. Without a
+    GradScaler's unscaling, which fp16 adds. None where the step ran out of memory."""
+    batch_size = min(plan.batch_sizes)
+    amp, channels_last = plan.amp_modes[0], plan.channels_last[0]
+    times = []
+    try:
+        bench = _StepBench(workload, device, amp, channels_last)
+        batch = bench.on_device(source.make(batch_size))
+        bench.step(batch)  # the optimizer's state exists from here on, as in a trial
+        for _ in range(OPTIMIZER_REPEATS):
+            with bench.training.autocast():
+                loss = forward_loss(workload, bench.model, batch)
+            loss.backward()
+            bench.synchronize()
+            started = time.perf_counter()
+            bench.optimizer.step()
+            bench.optimizer.zero_grad(set_to_none=True)
+            bench.synchronize()
+            times.append(time.perf_counter() - started)
+    except Exception as exc:
+        if not _is_oom(exc):
+            raise
+        return None
+    return statistics.median(times)
 
 
 def step_batches(workload: Workload, dataset: Any, plan: ProfilePlan) -> _Batches:
@@ -1116,6 +1157,8 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
     step_threads = profile_step_threads(workload, device, source, step, plan)
     fork_copy = (profile_fork_copy(workload, device, source, plan)
                  if plan.fork_copy and device.type == "cpu" else None)
+    optimizer_s = (profile_optimizer_step(workload, device, source, plan)
+                   if plan.optimizer_step else None)
     collate = source.collate_seconds(plan.loader_batch_size)
     sample_bytes = source.sample_bytes()
     del source
@@ -1152,6 +1195,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         retained_freed_memory=plan.retain_freed_memory or fresh_heap,
         fresh_heap=heap,
         fork_copy=fork_copy,
+        optimizer_step_s=optimizer_s,
         duration_s=time.perf_counter() - started,
         budget_s=budget_s,
     )

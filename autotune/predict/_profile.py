@@ -253,6 +253,11 @@ class Profile(BaseModel):
     #: On a CPU, retaining freed memory, where the space holds workers started anew each epoch:
     #: what a fork costs the next step. None elsewhere and in older profiles.
     fork_copy: ForkCopyPoint | None = None
+    #: Seconds of one optimizer step with zeroing the gradients, timed alone, where the space
+    #: holds configurations accumulating gradients: each step point paid it once per batch,
+    #: a configuration accumulating over ``k`` micro-batches pays it once per ``k``. None
+    #: elsewhere and in older profiles.
+    optimizer_step_s: float | None = None
     duration_s: float = 0.0
     budget_s: float = 0.0
 
@@ -330,6 +335,7 @@ class Profile(BaseModel):
             "retained_freed_memory": self.retained_freed_memory,
             "fresh_heap": [p.model_dump() for p in self.fresh_heap],
             "fork_copy": None if self.fork_copy is None else self.fork_copy.model_dump(),
+            "optimizer_step_s": self.optimizer_step_s,
             "duration_s": self.duration_s,
         }
 

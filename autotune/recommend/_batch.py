@@ -24,19 +24,30 @@ _LINEAR_RULE = ("sgd", "lars", "asgd")
 
 
 def keeping_effective_batch(
-    measured: Sequence[TrialRecord], baseline: Config, run_samples: int | None = None
+    measured: Sequence[TrialRecord], baseline: Config, run_samples: int | None = None,
+    accumulation_gain: Callable[[Config], float] | None = None,
 ) -> Config | None:
     """The fastest measured configuration whose batch size divides the baseline's effective
     batch, with the gradient accumulation that restores it; None when none does (or only the
-    baseline itself). Ranked by the throughput over the run, compile time included."""
+    baseline itself). Ranked by the throughput over the run, compile time included, times
+    ``accumulation_gain`` of the configuration with its accumulation where given (the search
+    measured each without: accumulating over ``k`` micro-batches pays the optimizer step once
+    per ``k``, which gains a smaller batch more)."""
     effective = baseline.effective_batch
+
+    def accumulated(run: TrialRecord) -> Config:
+        return run.config.model_copy(
+            update={"grad_accum_steps": effective // run.config.batch_size})
+
+    def expected(run: TrialRecord) -> float:
+        gain = 1.0 if accumulation_gain is None else accumulation_gain(accumulated(run))
+        return (run.samples_per_s_over(run_samples) or 0.0) * gain
+
     fitting = [run for run in measured if run.usable and run.config.grad_accum_steps == 1
                and effective % run.config.batch_size == 0]
     if not fitting:
         return None
-    best = max(fitting, key=lambda run: run.samples_per_s_over(run_samples) or 0.0)
-    config = best.config.model_copy(
-        update={"grad_accum_steps": effective // best.config.batch_size})
+    config = accumulated(max(fitting, key=expected))
     return None if config.key() == baseline.key() else config
 
 

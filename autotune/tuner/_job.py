@@ -562,7 +562,9 @@ class _JobRun:
         # recommendation can give it beside the fastest overall (unless the search held it),
         # where the time budget leaves room for it.
         keeping = (None if self.options.effective_batch is not None
-                   else keeping_effective_batch(searched, baseline, self.run_samples))
+                   else keeping_effective_batch(
+                       searched, baseline, self.run_samples,
+                       None if self.predictor is None else self.predictor.accumulation_gain))
         if keeping is not None and keeping.key() not in {c.key() for c in candidates} and (
                 room is None or len(candidates) < room):
             candidates.append(keeping)

@@ -41,6 +41,7 @@ def profile_plan(space: SearchSpace, memory_budget_bytes: int | None, host_budge
     choices = space.choices
     batches = choices["batch_size"]
     loader_batch = min(space.baseline().batch_size, max(batches))
+    effective = space.baseline().effective_batch
     return ProfilePlan(
         batch_sizes=list(batches),
         amp_modes=list(choices["amp"]),
@@ -57,6 +58,7 @@ def profile_plan(space: SearchSpace, memory_budget_bytes: int | None, host_budge
         intra_op_threads=[t for t in choices["intra_op_threads"] if t is not None],
         fork_copy=(max(choices["num_workers"]) > 0 and False in choices["persistent_workers"]
                    and True in choices["retain_freed_memory"]),
+        optimizer_step=any(batch < effective and effective % batch == 0 for batch in batches),
     )
 
 
@@ -150,6 +152,13 @@ class Predictor:
         others = [(other, value) for other, value in measured if other.key() != key]
         scales = measured_scales(covered_ratios(self.profile, others, self.memory_budget_bytes))
         return scales.get(ScaleClass.of(config))
+
+    def accumulation_gain(self, config: Config) -> float:
+        """``config``'s predicted samples/s over the same configuration's without gradient
+        accumulation (see :attr:`Profile.optimizer_step_s`); 1 where either is no figure."""
+        alone = self._predicted(config.model_copy(update={"grad_accum_steps": 1}))[0]
+        accumulating = self._predicted(config)[0]
+        return accumulating / alone if accumulating and alone else 1.0
 
     def _predicted(self, config: Config) -> tuple[float | None, float]:
         """One configuration's predicted samples/s (None where not a finite figure) and the
