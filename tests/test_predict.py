@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autotune.predict import (
+    AccumulationPoint,
     Columns,
     ForkCopyPoint,
     HeapPoint,
@@ -109,12 +110,15 @@ def test_columns_of_a_space_holding_the_effective_batch_accumulate_to_it() -> No
 
 
 def test_accumulating_gradients_pays_the_optimizer_step_once_per_accumulation() -> None:
-    """Each step point paid one optimizer step (timed alone: 2 ms); accumulating over k
-    micro-batches pays it once per k, so each micro-step is 2 ms x (1 - 1/k) shorter (on a
-    2-core Xeon text-transformer's batch 16 ran 5% faster accumulating over two than alone).
-    A profile without the timing predicts every accumulation alike."""
+    """Each step point paid one optimizer step (timed alone: 2.5 ms); a micro-step adding into
+    the gradients kept takes 0.5 ms more than one writing them afresh. Accumulating over k
+    micro-batches pays the optimizer step once per k and the addition k - 1 times, so each
+    micro-step is 2 ms x (1 - 1/k) shorter (on a 2-core Xeon text-transformer's batch 16 ran
+    5% faster accumulating over two than alone). A profile without the timing predicts every
+    accumulation alike."""
     base = make_profile({16: 640.0, 32: 800.0}, {0: 1e6})  # batch 16: 25 ms a step
-    profile = base.model_copy(update={"optimizer_step_s": 0.002})
+    point = AccumulationPoint(amp="off", batch_size=16, optimizer_s=0.0025, accumulate_s=0.0005)
+    profile = base.model_copy(update={"accumulation": point})
 
     def step_rates(at: Profile, batch: int) -> list[float]:
         configs = [Config(batch_size=batch, grad_accum_steps=k) for k in (1, 2, 4)]
@@ -125,12 +129,17 @@ def test_accumulating_gradients_pays_the_optimizer_step_once_per_accumulation() 
     assert 16 / two == pytest.approx(0.025 - 0.001 + receive)
     assert 16 / four == pytest.approx(0.025 - 0.0015 + receive)
     assert step_rates(base, 16) == pytest.approx([alone] * 3)
-    # A timing longer than the whole step (noise) counts as the whole step: a micro-step of
-    # four is then a quarter of one alone, never less.
-    slow = base.model_copy(update={"optimizer_step_s": 1.0})
+    # An addition timed longer than the optimizer step saves nothing (and costs nothing).
+    costly = point.model_copy(update={"accumulate_s": 0.003})
+    assert step_rates(base.model_copy(update={"accumulation": costly}), 16) == pytest.approx(
+        [alone] * 3)
+    # A saving timed longer than the whole step (noise) counts as the whole step: a
+    # micro-step of four is then a quarter of one alone, never less.
+    slow = base.model_copy(update={"accumulation": point.model_copy(
+        update={"optimizer_s": 1.0})})
     alone, _, four = step_rates(slow, 32)
     assert 32 / four - receive == pytest.approx((32 / alone - receive) / 4, rel=0.05)
-    assert profile.public_dict()["optimizer_step_s"] == 0.002
+    assert profile.public_dict()["accumulation"] == point.model_dump()
 
 
 @settings(max_examples=60, deadline=None)

@@ -193,25 +193,33 @@ def test_the_optimizer_step_is_timed_alone_and_accumulation_is_predicted_as_it_t
         workload_file) -> None:
     """An optimizer step that takes 20 ms beside a forward and backward of a fraction of one:
     where the space holds batches that accumulate to the workload's batch of 32, the profile
-    times the optimizer step alone, and a trial of batch 8 accumulating over four runs as
-    much faster than batch 8 alone as the prediction says. A space with no such batch does
-    not time it."""
+    times the optimizer step alone (and the backward adding into kept gradients, here next to
+    nothing), and a trial of batch 8 accumulating over four runs as much faster than batch 8
+    alone as the prediction says. A space with no such batch does not time it."""
     path = workload_file("slow_optimizer")
     profile, _ = profiled(path, 4, fixed={"amp": "off", "num_workers": 0},
                           ranges={"batch_size": "8,16,32"})
-    assert profile.optimizer_step_s is not None
-    assert OPTIMIZER_S <= profile.optimizer_step_s < 1.5 * OPTIMIZER_S, profile.optimizer_step_s
+    point = profile.accumulation
+    assert point is not None and (point.amp, point.batch_size) == ("off", 8), point
+    assert OPTIMIZER_S <= point.optimizer_s < 1.5 * OPTIMIZER_S, point
+    assert point.accumulate_s < 0.1 * OPTIMIZER_S, point
     configs = [Config(batch_size=8, grad_accum_steps=k) for k in (1, 4)]
     predicted = predict_configs(profile, configs).samples_per_s
-    measured = [run_trial(path, config, "cpu", MeasurePlan(**FAST), 120).samples_per_s
-                for config in configs]
+    # The faster of two one-second windows each, as the profile keeps its faster: a sleep
+    # that oversleeps on a shared machine only ever slows a window down.
+    plan = MeasurePlan(**{**FAST, "min_seconds": 1.0})
+    measured = [max(run_trial(path, config, "cpu", plan, 120).samples_per_s or 0.0
+                    for _ in range(2)) for config in configs]
     assert all(measured), measured
-    gain = (measured[1] or 0.0) / (measured[0] or 1.0)
+    gain = measured[1] / measured[0]
     assert gain > 2.5, measured  # nearly all of a micro-step is the optimizer's
-    assert gain == pytest.approx(predicted[1] / predicted[0], rel=0.15), (measured, predicted)
+    # Without the term the prediction would say 1.0x. A 20 ms sleep on a shared 2-core VM
+    # oversleeps by up to 5 ms a step (batch 8 alone trained at 321-388 samples/s where the
+    # profile read 370), which moves the gain by up to a fifth.
+    assert gain == pytest.approx(predicted[1] / predicted[0], rel=0.25), (measured, predicted)
     larger, _ = profiled(path, 4, fixed={"amp": "off", "num_workers": 0},
                          ranges={"batch_size": "32,64"})
-    assert larger.optimizer_step_s is None
+    assert larger.accumulation is None
 
 
 def test_a_page_fault_is_timed_at_microseconds_not_at_the_mapping() -> None:

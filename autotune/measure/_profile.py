@@ -14,8 +14,8 @@ outlasts both sweeps of a precision and layout shows as fewer cores kept busy th
 kept: that one is timed once more after the others (:func:`short_of_cores`). Where the space
 searches the step's intra-op threads (a CPU), the step is then timed on the other thread
 counts too, at its smaller batches, within a share of the step budget.
-Where the space holds configurations that accumulate gradients, the optimizer step is timed
-alone as well: what accumulating over more micro-batches saves each of them.
+Where the space holds configurations that accumulate gradients, the optimizer step and a
+backward adding into kept gradients are timed alone as well: what accumulating saves and costs.
 
 **Fresh heap** (a CPU with glibc, where the space holds glibc's default handling of freed
 memory): before the sweep, the step is timed at the workload's batch in the space's first
@@ -64,7 +64,15 @@ from autotune.measure._host_allocator import (
 from autotune.measure._host_memory import peak_rss_bytes, reset_peak_rss, tree_memory_bytes
 from autotune.measure._loop import _loader_length, build_loader, collect_setup_garbage
 from autotune.measure._step import TrainingStep, forward_loss
-from autotune.predict import ForkCopyPoint, HeapPoint, LoaderPoint, MemoryModel, Profile, StepPoint
+from autotune.predict import (
+    AccumulationPoint,
+    ForkCopyPoint,
+    HeapPoint,
+    LoaderPoint,
+    MemoryModel,
+    Profile,
+    StepPoint,
+)
 from autotune.space import TORCH_DEFAULT_PREFETCH_FACTOR, AmpMode, Config
 from autotune.workload import Workload
 
@@ -147,9 +155,9 @@ FAULT_PROBE_BYTES = 32 * 2**20
 FAULT_PROBE_REPEATS = 5
 #: Forks after which the step is timed by :func:`profile_fork_copy` (the smaller excess counts).
 FORK_COPY_REPEATS = 2
-#: Optimizer steps :func:`profile_optimizer_step` times, each after a backward (the median
-#: counts: a few milliseconds each, timed alone).
-OPTIMIZER_REPEATS = 9
+#: Rounds :func:`profile_accumulation` times (the medians count: each part a few
+#: milliseconds, timed alone).
+ACCUMULATION_REPEATS = 9
 #: Share of the memory budget a step point may be predicted to need before the sweep stops.
 MEMORY_MARGIN = 0.9
 #: A precision/layout whose step kept fewer than this share of the cores another kept busy is
@@ -187,9 +195,9 @@ class ProfilePlan:
     #: :func:`profile_fork_copy`).
     fork_copy: bool = False
     #: The space holds configurations that accumulate gradients over micro-batches (a batch
-    #: under the baseline's effective batch that divides it): time the optimizer step alone
-    #: (see :func:`profile_optimizer_step`).
-    optimizer_step: bool = False
+    #: under the baseline's effective batch that divides it): time what that saves and costs
+    #: a step (see :func:`profile_accumulation`).
+    accumulation: bool = False
 
 
 def _cpu_seconds(process: psutil.Process, children: bool = False) -> float:
@@ -576,36 +584,51 @@ def profile_fork_copy(workload: Workload, device: torch.device, source: _Batches
                          faults=faults, seconds=max(0.0, excess))
 
 
-def profile_optimizer_step(workload: Workload, device: torch.device, source: _Batches,
-                           plan: ProfilePlan) -> float | None:
-    """Seconds of one optimizer step and zeroing the gradients after it, alone: what each step
-    of the sweep paid once per batch and a configuration accumulating gradients over ``k``
-    micro-batches pays once per ``k``. Timed at the plan's smallest batch in its first
-    precision and layout (the optimizer's work depends on the parameters, not the batch), each
-    after a backward, on CUDA synchronised; the median of :data:`OPTIMIZER_REPEATS`. Without a
-    GradScaler's unscaling, which fp16 adds. None where the step ran out of memory."""
+def profile_accumulation(workload: Workload, device: torch.device, source: _Batches,
+                         plan: ProfilePlan) -> AccumulationPoint | None:
+    """What accumulating gradients saves and costs a step (see :class:`AccumulationPoint`),
+    at the plan's smallest batch in its first precision and layout (the optimizer's work and
+    the gradients' size depend on the parameters, not the batch). Each of
+    :data:`ACCUMULATION_REPEATS` rounds times a backward writing the gradients afresh, one
+    adding into them, then the optimizer step with zeroing them, on CUDA synchronised; the
+    medians of the step and of each round's difference between the two backwards count.
+    Without a GradScaler's unscaling, which fp16 adds. None where the step ran out of
+    memory."""
     batch_size = min(plan.batch_sizes)
     amp, channels_last = plan.amp_modes[0], plan.channels_last[0]
-    times = []
+
+    def timed(work: Callable[[], object]) -> float:
+        bench.synchronize()
+        started = time.perf_counter()
+        work()
+        bench.synchronize()
+        return time.perf_counter() - started
+
+    def backward() -> float:
+        with bench.training.autocast():
+            loss = forward_loss(workload, bench.model, batch)
+        return timed(loss.backward)
+
+    def optimizer_step() -> None:
+        bench.optimizer.step()
+        bench.optimizer.zero_grad(set_to_none=True)
+
+    optimizer_s, accumulate_s = [], []
     try:
         bench = _StepBench(workload, device, amp, channels_last)
         batch = bench.on_device(source.make(batch_size))
         bench.step(batch)  # the optimizer's state exists from here on, as in a trial
-        for _ in range(OPTIMIZER_REPEATS):
-            with bench.training.autocast():
-                loss = forward_loss(workload, bench.model, batch)
-            loss.backward()
-            bench.synchronize()
-            started = time.perf_counter()
-            bench.optimizer.step()
-            bench.optimizer.zero_grad(set_to_none=True)
-            bench.synchronize()
-            times.append(time.perf_counter() - started)
+        for _ in range(ACCUMULATION_REPEATS):
+            fresh = backward()
+            accumulate_s.append(backward() - fresh)
+            optimizer_s.append(timed(optimizer_step))
     except Exception as exc:
         if not _is_oom(exc):
             raise
         return None
-    return statistics.median(times)
+    return AccumulationPoint(amp=amp, batch_size=batch_size,
+                             optimizer_s=statistics.median(optimizer_s),
+                             accumulate_s=max(0.0, statistics.median(accumulate_s)))
 
 
 def step_batches(workload: Workload, dataset: Any, plan: ProfilePlan) -> _Batches:
@@ -1157,8 +1180,8 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
     step_threads = profile_step_threads(workload, device, source, step, plan)
     fork_copy = (profile_fork_copy(workload, device, source, plan)
                  if plan.fork_copy and device.type == "cpu" else None)
-    optimizer_s = (profile_optimizer_step(workload, device, source, plan)
-                   if plan.optimizer_step else None)
+    accumulation = (profile_accumulation(workload, device, source, plan)
+                    if plan.accumulation else None)
     collate = source.collate_seconds(plan.loader_batch_size)
     sample_bytes = source.sample_bytes()
     del source
@@ -1195,7 +1218,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         retained_freed_memory=plan.retain_freed_memory or fresh_heap,
         fresh_heap=heap,
         fork_copy=fork_copy,
-        optimizer_step_s=optimizer_s,
+        accumulation=accumulation,
         duration_s=time.perf_counter() - started,
         budget_s=budget_s,
     )

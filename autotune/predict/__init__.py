@@ -14,6 +14,7 @@ from autotune.predict._predict import (
     ranking,
 )
 from autotune.predict._profile import (
+    AccumulationPoint,
     ForkCopyPoint,
     HeapPoint,
     LoaderPoint,
@@ -24,6 +25,7 @@ from autotune.predict._profile import (
 )
 
 __all__ = [
+    "AccumulationPoint",
     "BOUNDS",
     "Columns",
     "ForkCopyPoint",

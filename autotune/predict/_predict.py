@@ -528,19 +528,20 @@ def _accumulating(profile: Profile, columns: Columns, step_rate: FloatArray,
                   step_cpu: FloatArray, step_work: FloatArray,
                   ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """The step's samples/s and CPU seconds per sample where a configuration accumulates
-    gradients over ``k`` micro-batches: the step points paid the optimizer step once per batch
-    (see :attr:`Profile.optimizer_step_s`), such a configuration once per ``k``, so each
-    micro-step is shorter by ``(1 - 1/k)`` of it and its CPU time with it (an optimizer step
-    timed longer than a whole step counts as the whole step: a micro-step is never shorter
-    than a ``k``-th). Unchanged where the profile has no such timing."""
-    optimizer_s = profile.optimizer_step_s
+    gradients over ``k`` micro-batches: the step points paid the optimizer step once per batch,
+    such a configuration once per ``k``, and its other micro-steps add into the gradients kept
+    (see :class:`AccumulationPoint`), so each micro-step is shorter by ``(1 - 1/k)`` of what
+    an optimizer step left out saves, and its CPU time with it (a saving timed longer than a
+    whole step counts as the whole step: a micro-step is never shorter than a ``k``-th).
+    Unchanged where the profile has no such timing."""
+    point = profile.accumulation
     accumulates = columns.grad_accum_steps > 1
-    if optimizer_s is None or not accumulates.any():
+    if point is None or not accumulates.any():
         return step_rate, step_cpu, step_work
     batch = columns.batch_size.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        optimizer_share = np.minimum(1.0, optimizer_s * step_rate / batch)
-        share = 1.0 - optimizer_share * (1.0 - 1.0 / columns.grad_accum_steps)
+        saved_share = np.minimum(1.0, point.saved_s * step_rate / batch)
+        share = 1.0 - saved_share * (1.0 - 1.0 / columns.grad_accum_steps)
     share = np.nan_to_num(share, nan=1.0)
     return step_rate / share, step_cpu * share, step_work * share
 

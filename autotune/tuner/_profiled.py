@@ -58,7 +58,7 @@ def profile_plan(space: SearchSpace, memory_budget_bytes: int | None, host_budge
         intra_op_threads=[t for t in choices["intra_op_threads"] if t is not None],
         fork_copy=(max(choices["num_workers"]) > 0 and False in choices["persistent_workers"]
                    and True in choices["retain_freed_memory"]),
-        optimizer_step=any(batch < effective and effective % batch == 0 for batch in batches),
+        accumulation=any(batch < effective and effective % batch == 0 for batch in batches),
     )
 
 
@@ -155,7 +155,7 @@ class Predictor:
 
     def accumulation_gain(self, config: Config) -> float:
         """``config``'s predicted samples/s over the same configuration's without gradient
-        accumulation (see :attr:`Profile.optimizer_step_s`); 1 where either is no figure."""
+        accumulation (see :attr:`Profile.accumulation`); 1 where either is no figure."""
         alone = self._predicted(config.model_copy(update={"grad_accum_steps": 1}))[0]
         accumulating = self._predicted(config)[0]
         return accumulating / alone if accumulating and alone else 1.0
