@@ -8,14 +8,14 @@ first out-of-memory (on a CPU: the first batch whose predicted memory passes the
 precision and layout is swept twice, and each batch keeps the faster of its two windows: on a
 shared machine a few seconds of interference only ever slow a step down, and the second sweep
 meets a given batch seconds after the first did (see :data:`STEP_PASSES`). On a CPU the second
-sweep times only the batches whose first window kept fewer cores busy than the others or dipped
-under each neighbouring batch (:func:`doubtful`). Interference that
-outlasts both sweeps of a precision and layout shows as fewer cores kept busy than another
-kept: that one is timed once more after the others (:func:`short_of_cores`). Where the space
-searches the step's intra-op threads (a CPU), the step is then timed on the other thread
-counts too, at its smaller batches, within a share of the step budget.
-Where the space holds configurations that accumulate gradients, the optimizer step and a
-backward adding into kept gradients are timed alone as well: what accumulating saves and costs.
+sweep times only the batches whose first window kept fewer cores busy than the others, dipped
+under each neighbouring batch, or took longer a step than a larger batch (:func:`doubtful`).
+Interference that outlasts both sweeps of a precision and layout shows as fewer cores kept
+busy than another kept: that one is timed once more after the others (:func:`short_of_cores`).
+Where the space searches the step's intra-op threads (a CPU), the step is then timed on the
+other thread counts too, at its smaller batches, within a share of the step budget. Where the
+space holds configurations that accumulate gradients, the optimizer step and a backward adding
+into kept gradients are timed alone as well: what accumulating saves and costs.
 
 **Fresh heap** (a CPU with glibc, where the space holds glibc's default handling of freed
 memory): before the sweep, the step is timed at the workload's batch in the space's first
