@@ -4,6 +4,7 @@ configuration, and seed the search with the predicted best and the least known."
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 import threading
 from collections import defaultdict
@@ -156,9 +157,12 @@ class Predictor:
     def accumulation_gain(self, config: Config) -> float:
         """``config``'s predicted samples/s over the same configuration's without gradient
         accumulation (see :attr:`Profile.accumulation`); 1 where either is no figure."""
-        alone = self._predicted(config.model_copy(update={"grad_accum_steps": 1}))[0]
-        accumulating = self._predicted(config)[0]
-        return accumulating / alone if accumulating and alone else 1.0
+        alone = config.model_copy(update={"grad_accum_steps": 1})
+        rates = predict_configs(self.profile, [alone, config],
+                                self.memory_budget_bytes).samples_per_s
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gain = float(rates[1] / rates[0])
+        return gain if math.isfinite(gain) and gain > 0 else 1.0
 
     def _predicted(self, config: Config) -> tuple[float | None, float]:
         """One configuration's predicted samples/s (None where not a finite figure) and the
