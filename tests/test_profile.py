@@ -281,23 +281,26 @@ def test_a_profiled_job_stores_predicts_seeds_and_explains(tmp_path: Path, workl
 
 def assert_scales_come_from_the_runs_before(db: str) -> None:
     """Each trial's stored scale is the median measured / predicted of the usable runs of other
-    configurations before it, among those with its handling of freed memory (all of them where
-    there are none such); the first trial has none."""
+    configurations before it, among those with its handling of freed memory and, within it,
+    with or without workers as it (see ``ScaleClass``): of the first such group that has any,
+    else of all; the first trial has none."""
     trials = rows(db, "select config_key, config, samples_per_s, predicted_samples_per_s, "
                       "prediction_scale, outcome, pruned from autotune_trials order by number")
     assert trials[0][4] is None
-    before: list[tuple[str, bool, float]] = []
+    before: list[tuple[str, tuple[bool, bool], float]] = []
     for key, config, measured, predicted, scale, outcome, pruned in trials:
-        retained = json.loads(str(config))["retain_freed_memory"]
-        others = [(same, ratio) for other, same, ratio in before if other != key]
-        own = [ratio for same, ratio in others if same == retained]
+        values = json.loads(str(config))
+        kind = (values["retain_freed_memory"], values["num_workers"] == 0)
+        others = [(other_kind, ratio) for other, other_kind, ratio in before if other != key]
+        same_kind = [ratio for other_kind, ratio in others if other_kind == kind]
+        same_heap = [ratio for other_kind, ratio in others if other_kind[0] == kind[0]]
         pooled = [ratio for _, ratio in others]
         if pooled:
-            assert scale == pytest.approx(statistics.median(own or pooled)), key
+            assert scale == pytest.approx(statistics.median(same_kind or same_heap or pooled)), key
         else:
             assert scale is None
         if outcome == "ok" and not pruned and measured:
-            before.append((key, retained, measured / predicted))
+            before.append((key, kind, measured / predicted))
     assert any(scale is not None for *_, scale, _, _ in trials)
 
 
