@@ -6,9 +6,9 @@ sweep's one, without the wait the profile timed that costs); without workers the
 after the other.
 Between its steps the training thread also receives each batch from the workers and copies it to
 the device: host time added to the step's. On a CPU device both share the cores, so the rate is
-also at most ``cores / (step CPU-s per sample + loader CPU-s per sample)`` (of the step's CPU,
-what the workers cannot use: :func:`_kept_from_workers`), and a loader near that share slows
-before it (see :data:`SHARED_CORES_POWER`). Over a dataset of
+also at most ``cores / (step CPU-s per sample + loader CPU-s per sample)``, a worker beside a
+step on every core delays it by its CPU time (:func:`_beside_workers`), and a loader near
+those bounds slows before them (see :data:`SHARED_CORES_POWER`). Over a dataset of
 known length the loader is timed over whole epochs: its workers share an epoch's batches out in
 rounds (the last round part-empty, workers beyond the batch count idle), each epoch fills and
 drains the pipeline, and without persistent workers restarts them. Memory comes from the
@@ -80,9 +80,6 @@ class _Part:
     main_s_per_batch: float = 0.0
     #: Step only: seconds to put the batch on the device without pinned memory.
     copy_s: float = 0.0
-    #: Step only: CPU seconds per sample of the step's own work, without the time its threads
-    #: spend waiting for each other (None: not timed on one thread; then its CPU time).
-    work_s_per_sample: float | None = None
 
 
 def _interpolate(xs: Sequence[float], ys: Sequence[float], x: float,
@@ -125,29 +122,7 @@ def _step_part(profile: Profile, amp: str, channels_last: bool, batch: int) -> _
     if all(c is not None for c in cpu):
         cpu_per_sample, _ = _interpolate(batches, [float(c or 0.0) for c in cpu], float(batch))
     return _Part(rate, cpu_per_sample, BASE_UNCERTAINTY + added + extra,
-                 copy_s=_copy_at(ran, batch),
-                 work_s_per_sample=_single_thread_work(profile, amp, channels_last, batch))
-
-
-def _single_thread_work(profile: Profile, amp: str, channels_last: bool,
-                        batch: int) -> float | None:
-    """CPU seconds per sample of the step's work at ``batch``: its time on one intra-op thread,
-    where the profile timed that (interpolated between batches, the nearest beyond them).
-
-    On more threads a CPU step reads busy on every core, but part of that is its threads
-    spinning at the end of each parallel region and waiting through its serial parts (the
-    optimizer's loop, Python between operators): time a loader worker can use without slowing
-    the step. On a 2-core EPYC, image-cnn (bf16, channels_last) at batch 64 ran 3,191 samples/s
-    on two threads, two cores busy, and 2,772 on one: 1.15 cores of work. None where the
-    profile did not time one thread at this precision and layout.
-    """
-    points = sorted((p for p in profile.thread_points(1, amp, channels_last)
-                     if p.samples_per_s), key=lambda p: p.batch_size)
-    if not points:
-        return None
-    seconds, _ = _interpolate([float(p.batch_size) for p in points],
-                              [1.0 / float(p.samples_per_s or 1.0) for p in points], float(batch))
-    return seconds
+                 copy_s=_copy_at(ran, batch))
 
 
 def _on_threads(profile: Profile, part: _Part, threads: int, amp: str, channels_last: bool,
@@ -434,7 +409,6 @@ def predict_columns(profile: Profile, columns: Columns,
     """Predict each configuration of ``columns``; see the module's description."""
     n = len(columns)
     step_rate, step_cpu, step_unc, copy = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-    step_work = np.empty(n)
     step_oom = np.zeros(n, dtype=bool)
     memory = np.full(n, np.nan)
     per_sample_bytes = np.zeros(n)
@@ -450,21 +424,18 @@ def predict_columns(profile: Profile, columns: Columns,
                 where = at_batch & (columns.intra_op_threads == threads)
                 on = _on_threads(profile, part, int(threads), amp, channels_last, int(batch))
                 step_rate[where], step_cpu[where] = on.samples_per_s, on.cpu_s_per_sample
-                step_work[where] = min(on.cpu_s_per_sample, on.work_s_per_sample
-                                       if on.work_s_per_sample is not None else math.inf)
                 step_unc[where], step_oom[where] = on.uncertainty, on.out_of_memory
                 copy[where] = on.copy_s
             if model is not None:
                 memory[at_batch] = model.predict(float(batch))
                 per_sample_bytes[at_batch] = model.per_sample_bytes
-    step_rate, step_cpu, step_work = _accumulating(profile, columns, step_rate, step_cpu,
-                                                   step_work)
+    step_rate, step_cpu = _accumulating(profile, columns, step_rate, step_cpu)
     # A step with glibc's defaults faults its freed pages in again each step (see
     # :attr:`Profile.fresh_heap`): slower, by time counted on one core.
     heap = _heap_scale(profile, columns)
     with np.errstate(divide="ignore", invalid="ignore"):
         faulting_s = np.where(heap < 1.0, (1.0 / heap - 1.0) / step_rate, 0.0)
-    step_rate, step_cpu, step_work = step_rate * heap, step_cpu + faulting_s, step_work + faulting_s
+    step_rate, step_cpu = step_rate * heap, step_cpu + faulting_s
     loader_rate, loader_cpu, loader_unc, receive = _loader_columns(profile.loader,
                                                                    columns.num_workers)
 
@@ -478,14 +449,15 @@ def predict_columns(profile: Profile, columns: Columns,
         growth = (np.ones(n) if stages is None
                   else stages.receive_growth(batch, profile.loader_batch_size))
         receive = receive * growth
+        if stages is not None:
+            loader_cpu = loader_cpu * np.where(
+                no_workers, 1.0, stages.cpu_growth(batch, profile.loader_batch_size))
         loader_rate = _with_batches_ahead(profile, columns, loader_rate, growth)
         # The training thread receives each batch from the workers and copies it to the
         # device, one after the other with its step. A copy from pinned memory on CUDA does
         # not wait (the loader's pinning thread copies beside it).
         copy = np.where(columns.pin_memory & (profile.device_type == "cuda"), 0.0, copy)
         together = loaded_at_once(profile, columns)
-        kept = _kept_from_workers(profile, columns, step_cpu, step_work, loader_cpu, together)
-        step_cores = kept * step_rate
         step_rate = batch / (batch / step_rate + receive + copy)
         epoch_start_s = np.zeros(n)
         if profile.dataset_length:
@@ -493,12 +465,14 @@ def predict_columns(profile: Profile, columns: Columns,
                                                       stages)
             epoch_start_s = epoch_start_s + _fork_copy_s(profile, columns, per_sample_bytes)
         serial = 1.0 / (1.0 / step_rate + 1.0 / loader_rate)
-        cpu_bound = (float(profile.cpu_count) / (kept + loader_cpu)
-                     if profile.device_type == "cpu" else np.full(n, np.inf))
-        cpu_bound = np.minimum(cpu_bound, _beside_workers(profile, columns, step_rate,
-                                                          step_cores, loader_cpu, together))
-        candidates = np.stack([step_rate, loader_rate, cpu_bound])
-        bound = np.argmin(candidates, axis=0).astype(np.int64)
+        shared = (float(profile.cpu_count) / (step_cpu + loader_cpu)
+                  if profile.device_type == "cpu" else np.full(n, np.inf))
+        beside = _beside_workers(profile, columns, step_rate, loader_cpu, together)
+        cpu_bound = np.minimum(shared, beside)
+        # Workers beside a step on every core always cost it a little: the cores are named the
+        # bound only where they cost the step more than its prediction's own uncertainty.
+        named = np.where(cpu_bound < (1.0 - BASE_UNCERTAINTY) * step_rate, cpu_bound, np.inf)
+        bound = np.argmin(np.stack([step_rate, loader_rate, named]), axis=0).astype(np.int64)
         # The workers were timed with the cores to themselves; beside the step they wait for
         # a core whenever it is busy, so the loader slows well before the cores' share binds.
         fed = _soft_min(np.stack([loader_rate, cpu_bound]), SHARED_CORES_POWER)
@@ -525,8 +499,7 @@ def predict_columns(profile: Profile, columns: Columns,
 
 
 def _accumulating(profile: Profile, columns: Columns, step_rate: FloatArray,
-                  step_cpu: FloatArray, step_work: FloatArray,
-                  ) -> tuple[FloatArray, FloatArray, FloatArray]:
+                  step_cpu: FloatArray) -> tuple[FloatArray, FloatArray]:
     """The step's samples/s and CPU seconds per sample where a configuration accumulates
     gradients over ``k`` micro-batches: the step points paid the optimizer step once per batch,
     such a configuration once per ``k``, and its other micro-steps add into the gradients kept
@@ -537,43 +510,19 @@ def _accumulating(profile: Profile, columns: Columns, step_rate: FloatArray,
     point = profile.accumulation
     accumulates = columns.grad_accum_steps > 1
     if point is None or not accumulates.any():
-        return step_rate, step_cpu, step_work
+        return step_rate, step_cpu
     batch = columns.batch_size.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         saved_share = np.minimum(1.0, point.saved_s * step_rate / batch)
         share = 1.0 - saved_share * (1.0 - 1.0 / columns.grad_accum_steps)
     share = np.nan_to_num(share, nan=1.0)
-    return step_rate / share, step_cpu * share, step_work * share
+    return step_rate / share, step_cpu * share
 
 
 def _threads(profile: Profile, columns: Columns) -> FloatArray:
     """The intra-op threads each configuration's step runs on."""
     return np.where(columns.intra_op_threads > 0, columns.intra_op_threads,
                     profile.default_threads or profile.cpu_count).astype(np.float64)
-
-
-def _kept_from_workers(profile: Profile, columns: Columns, step_cpu: FloatArray,
-                       step_work: FloatArray, loader_cpu: FloatArray,
-                       together: FloatArray) -> FloatArray:
-    """The CPU seconds per sample of a CPU step that loader workers cannot use.
-
-    A step on several threads reads busy on every core, but part of that is its threads waiting
-    for each other (spinning at the end of a parallel region, idle through its serial parts:
-    the optimizer's loop, Python between operators), in gaps scattered through each step. Where
-    a worker runs beside every thread and the workers need less CPU per sample than the step,
-    their work fits in those gaps: the step keeps only its work (its time on one thread).
-    Beside fewer workers than threads it keeps all: the threads that share no core with a
-    worker wait for the ones that do. Nor where the workers need more than the step: the gaps
-    cannot hold them. Where workers load one at a time (all but ``together``, the share of the
-    epoch :func:`loaded_at_once` gives), one worker is beside fewer threads than the step runs:
-    for that share the step keeps all. On a 2-core EPYC, image-cnn (bf16, channels_last, batch
-    256) stepped in 64 ms alone, in 62-74 ms beside two workers (24 ms of their CPU a step) and
-    in 91 ms beside one. Slow-storage's small model on two threads beside 48 workers, whose
-    reads cost 6 times its step's CPU, trained at 0.84 of the prediction that keeps all and
-    0.77 of one that keeps only the work.
-    """
-    spare = (columns.num_workers >= _threads(profile, columns)) & (loader_cpu < step_cpu)
-    return np.where(spare, step_cpu - together * (step_cpu - step_work), step_cpu)
 
 
 def loaded_at_once(profile: Profile, columns: Columns) -> FloatArray:
@@ -600,23 +549,29 @@ def loaded_at_once(profile: Profile, columns: Columns) -> FloatArray:
 
 
 def _beside_workers(profile: Profile, columns: Columns, step_rate: FloatArray,
-                    step_cores: FloatArray, loader_cpu: FloatArray,
-                    together: FloatArray) -> FloatArray:
+                    loader_cpu: FloatArray, together: FloatArray) -> FloatArray:
     """Samples/s of a CPU step that shares the cores with busy loader workers; infinite where
     there are no workers or the device is not a CPU.
 
     The step's intra-op threads meet at the end of each parallel region, so a worker that takes
     a core from one of them delays all (the straggler). Per sample the workers burn ``b`` CPU
-    seconds beside a step of ``a`` seconds on ``c`` busy cores of ``C``: what fits on the cores
-    the step leaves idle (``C - c``) costs nothing; the rest runs beside the step's threads,
+    seconds beside a step of ``a`` seconds on ``n`` threads of ``C`` cores: what fits on the
+    cores its threads leave (``C - n``) costs nothing; the rest runs beside the step's threads,
     and ``k`` workers at once (at most one per thread; one where they refill a full queue, see
     :func:`loaded_at_once`, averaged harmonically over the epoch) delay it by ``1/k`` of their
-    time. Solving ``t = a + (b - (C - c) t) / k`` gives ``t = (a k + b) / (k + C - c)``. One
+    time. Solving ``t = a + (b - (C - n) t) / k`` gives ``t = (a k + b) / (k + C - n)``. One
     worker beside a step on every core adds its whole CPU time to the step's; as many workers
-    as threads spread it over the cores (the cores' share, the CPU bound). On a 2-core CPU,
-    image-cnn at batch 32 with one worker on PyTorch's threads measured 0.59-0.64 of the cores'
-    share (benchmarks/RESULTS.md 1b). The step's busy cores are those
-    :func:`_kept_from_workers` leaves it.
+    as threads spread it over the cores. On a 2-core CPU, image-cnn at batch 32 with one
+    worker on PyTorch's threads measured 0.59-0.64 of the cores' share (benchmarks/RESULTS.md
+    1b).
+    The moments a step on every core leaves idle (its threads waiting for each other, a
+    fraction of a millisecond at a time) give a worker nothing: one woken into such a gap
+    keeps the core past it, and the step's threads wait for the one it displaced. On a 2-core
+    Xeon (image-cnn, bf16, channels_last, batch 32, 2026-12-06) the step kept 1.92 cores busy
+    and 1.48 of work; eight workers loading an epoch's 128 batches at its start trained at
+    2,999 samples/s where counting those gaps as the workers' predicted 3,590 and not counting
+    them 3,045, and one to eight workers refilling the queue at 2,295-2,686 where the 0.08-0.15
+    idle cores counted predicted 2,710-2,907 and not counted 2,529-2,604.
     """
     workers = columns.num_workers
     if profile.device_type != "cpu":
@@ -624,7 +579,7 @@ def _beside_workers(profile: Profile, columns: Columns, step_rate: FloatArray,
     every = np.maximum(1.0, np.minimum(workers, _threads(profile, columns)))
     # The share loaded one worker at a time delays the step by all its time: a harmonic mean.
     at_once = 1.0 / (together / every + (1.0 - together))
-    idle = np.maximum(0.0, float(profile.cpu_count) - step_cores)
+    idle = np.maximum(0.0, float(profile.cpu_count) - _threads(profile, columns))
     seconds = (at_once / step_rate + loader_cpu) / (at_once + idle)
     return np.where(workers > 0, 1.0 / seconds, np.inf)
 
@@ -687,6 +642,9 @@ class _LoaderModel:
     #: The main process's CPU seconds to receive a batch; None: not timed at two batch sizes
     #: (then taken as the sweep's, whatever the batch).
     receive: _BatchCost | None
+    #: CPU seconds the loader burns per batch, its workers' and the main process's together;
+    #: None: not timed at two batch sizes (then the sweep's per sample, whatever the batch).
+    cpu: _BatchCost | None = None
 
     def shape(self, workers: IntArray, batch: FloatArray) -> FloatArray:
         rate = workers * batch / self.worker.seconds(batch)
@@ -701,6 +659,18 @@ class _LoaderModel:
             return np.ones_like(batch)
         return self.receive.seconds(batch) / self.receive.at(profiled_batch)
 
+    def cpu_growth(self, batch: FloatArray, profiled_batch: float) -> FloatArray:
+        """The loader's CPU seconds per sample at ``batch`` over those at the sweep's batch:
+        below 1 for larger batches, whose cost per batch (collating, handing the batch over)
+        is shared by more samples; from the fewest workers timed at two batch sizes (their
+        windows hold the most batches). On a 2-core Xeon image-cnn's loader burned 0.10-0.11
+        ms a sample with one worker at batch 32 and 0.071-0.077 at batch 256 (five windows
+        each): 0.7 of it. Eight workers at batch 192 read 0.033-0.089 in windows of one round."""
+        if self.cpu is None or not self.cpu.at(profiled_batch):
+            return np.ones_like(batch)
+        return np.asarray(self.cpu.seconds(batch) / batch
+                          / (self.cpu.at(profiled_batch) / profiled_batch), dtype=np.float64)
+
 
 def _loader_model(profile: Profile) -> _LoaderModel | None:
     """The loader's two stages from the profile; None without a worker count timed.
@@ -712,7 +682,9 @@ def _loader_model(profile: Profile) -> _LoaderModel | None:
     measured rate at both); without that, with the receiving cost as its part per batch. Where
     that count's larger batch ran faster than its workers could, there is no ceiling, and a
     worker's split, unless measured, is taken from that pair (the guess was wrong). The main
-    process's receiving grows with the batch as its CPU time per batch did between the pair.
+    process's receiving grows with the batch as its CPU time per batch did between the pair;
+    the loader's CPU time (its workers' and the main process's) as it did between the fewest
+    workers' two batch sizes.
     """
     small = float(profile.loader_batch_size)
     with_workers = sorted((p for p in profile.loader if p.num_workers),
@@ -722,11 +694,13 @@ def _loader_model(profile: Profile) -> _LoaderModel | None:
     fewest = with_workers[0]
     fewest_s = fewest.num_workers * small / fewest.samples_per_s
     again, again_batch = profile.loader_fewest_workers, profile.loader_fewest_workers_batch_size
-    split_measured = False
+    split_measured, cpu = False, None
     if again is not None and again_batch is not None and again.num_workers == fewest.num_workers:
         split_measured = True
         worker = _BatchCost.through(small, fewest_s, float(again_batch),
                                     again.num_workers * again_batch / again.samples_per_s)
+        cpu = _BatchCost.through(small, fewest.cpu_s_per_sample * small, float(again_batch),
+                                 again.cpu_s_per_sample * again_batch)
     else:
         fixed = min(fewest.main_cpu_s_per_batch or 0.0, fewest_s / 2)
         worker = _BatchCost(fixed, (fewest_s - fixed) / small)
@@ -737,7 +711,7 @@ def _loader_model(profile: Profile) -> _LoaderModel | None:
         (p for p in with_workers if p.num_workers == large.num_workers), None)
     if large is None or large_batch is None or paired is None:
         fixed = min(best.main_cpu_s_per_batch or 0.0, best_s)
-        return _LoaderModel(worker, _BatchCost(fixed, (best_s - fixed) / small), None)
+        return _LoaderModel(worker, _BatchCost(fixed, (best_s - fixed) / small), None, cpu)
     receive = None
     if paired.main_cpu_s_per_batch and large.main_cpu_s_per_batch:
         receive = _BatchCost.through(small, paired.main_cpu_s_per_batch, float(large_batch),
@@ -751,13 +725,13 @@ def _loader_model(profile: Profile) -> _LoaderModel | None:
         ceiling = (wanted ** -SOFT_MIN_POWER - workers_rate ** -SOFT_MIN_POWER) ** (
             -1.0 / SOFT_MIN_POWER)
         return _LoaderModel(worker, _BatchCost.through(small, best_s, float(large_batch),
-                                                       large_batch / ceiling), receive)
+                                                       large_batch / ceiling), receive, cpu)
     if split_measured:  # the ceiling does not bind at that count; its pair adds nothing
-        return _LoaderModel(worker, None, receive)
+        return _LoaderModel(worker, None, receive, cpu)
     paired_s = paired.num_workers * small / paired.samples_per_s
     return _LoaderModel(_BatchCost.through(small, paired_s, float(large_batch),
                                            large.num_workers * large_batch
-                                           / large.samples_per_s), None, receive)
+                                           / large.samples_per_s), None, receive, cpu)
 
 
 def _loader_at_batch(rate: FloatArray, workers: IntArray, batch: FloatArray,
