@@ -209,11 +209,11 @@ def _cpu_seconds(process: psutil.Process, children: bool = False) -> float:
     and, with ``children``, of its live children's threads.
 
     Read in nanoseconds: the kernel's user and system times per process (``psutil``'s
-    ``cpu_times``) count in ticks of 10 ms, and eight loader workers and the main process
-    lose up to a tick each in a window of half a second. On a 2-core Xeon five such windows
-    of image-cnn's loader with eight workers read 0.117-0.134 ms a sample at batch 32 and
-    0.059-0.091 at batch 192; the part per batch the profile fits from two of them (see
-    :class:`autotune.predict.LoaderPoint`) moved with each.
+    ``cpu_times``) count in ticks of 10 ms, and each loader worker and the main process lose
+    up to a tick in a window of half a second. On a 2-core Xeon five windows each of
+    image-cnn's loader read, in ticks and then in nanoseconds: one worker at batch 32
+    0.102-0.118 and 0.102-0.110 ms a sample, at batch 256 0.075-0.084 and 0.071-0.077; two at
+    batch 128 0.075-0.089 and 0.077-0.085.
     """
     total = time.process_time()
     if children:

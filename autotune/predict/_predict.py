@@ -642,9 +642,10 @@ class _LoaderModel:
     #: The main process's CPU seconds to receive a batch; None: not timed at two batch sizes
     #: (then taken as the sweep's, whatever the batch).
     receive: _BatchCost | None
-    #: CPU seconds the loader burns per batch, its workers' and the main process's together;
-    #: None: not timed at two batch sizes (then the sweep's per sample, whatever the batch).
-    cpu: _BatchCost | None = None
+    #: CPU seconds the loader burns per batch, its workers' and the main process's together,
+    #: from the fewest workers timed at two batch sizes; None: not timed so (then the sweep's
+    #: per sample, whatever the batch).
+    cpu: _BatchCost | None
 
     def shape(self, workers: IntArray, batch: FloatArray) -> FloatArray:
         rate = workers * batch / self.worker.seconds(batch)
