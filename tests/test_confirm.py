@@ -601,3 +601,22 @@ def test_a_real_run_stops_re_measuring_a_candidate_far_behind(tmp_path: Path) ->
     assert document["confirmation_rounds"]["added"] is None  # 4 workers led every round
     assert document["confirmation_rounds"]["planned"] == 3
     assert document["trials"]["confirm"] == 6  # 2 x 3, not 3 x 3
+
+
+def test_a_machine_that_slows_steadily_favours_no_configuration_over_two_rounds() -> None:
+    """Three identical candidates and the baseline on a machine that loses 2 samples/s at
+    each run: over two rounds each runs once before and once after each other, so their
+    medians (of two runs, their mean) come out equal; rotated alone, each ran before the next
+    in both rounds and read 2 samples/s faster."""
+    calls = 0
+
+    def measure(config: Config) -> TrialRecord:
+        nonlocal calls
+        calls += 1
+        return TrialRecord(config=config, outcome="ok", samples_per_s=200.0 - 2.0 * calls)
+
+    same = [Config(batch_size=64, num_workers=w) for w in (1, 2, 3)]
+    result = confirm(BASELINE, same, 2, measure, tie_break_rounds=0)
+    assert result is not None and result.rounds_run == 2
+    medians = [entry.median_samples_per_s for entry in (result.baseline, *result.candidates)]
+    assert medians == pytest.approx([191.0] * 4), medians
