@@ -195,10 +195,9 @@ SMOKE = SuiteSettings(
 #: ``--only-quality`` re-measures when section 3 is refreshed on its own. A full run that
 #: picks otherwise updates them (tests/test_benchmarks_committed_picks.py holds the two equal).
 COMMITTED_PICKS: dict[str, Config] = {
-    "slow-storage": Config(batch_size=256, num_workers=8, amp="bf16"),
-    "image-cnn": Config(batch_size=128, num_workers=0, amp="bf16"),
-    "text-transformer": Config(batch_size=128, num_workers=0, amp="bf16",
-                               retain_freed_memory=True),
+    "slow-storage": Config(batch_size=32, num_workers=8),
+    "image-cnn": Config(batch_size=256, num_workers=0, amp="bf16"),
+    "text-transformer": Config(batch_size=192, num_workers=0, retain_freed_memory=True),
 }
 
 #: The configurations the knob benchmarks train (``benchmarks.retain_freed_memory``,
