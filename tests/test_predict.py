@@ -1025,8 +1025,6 @@ def test_the_predicted_best_with_workers_is_seeded_on_each_thread_count_and_with
     # Eight workers deliver 500 samples/s: 0.06 of the best, not measured.
     assert [s.key() for s in seed_configs(predictions, space, 6, [space.baseline()])] == [
         best.key()]
-    # At 6,000 they are predicted at 0.58 of it: only a trial tells whether the step shares
-    # the cores with them better than it loads in turn, so the twin with workers is queued.
 
     def step_first(loader_cpu: float) -> Profile:
         return _with_one_thread(
@@ -1034,6 +1032,8 @@ def test_the_predicted_best_with_workers_is_seeded_on_each_thread_count_and_with
                          loader_cpu=loader_cpu),
             {32: 6000.0, 64: 8000.0})
 
+    # At 6,000 they are predicted at 0.58 of it: only a trial tells whether the step shares
+    # the cores with them better than it loads in turn, so the twin with workers is queued.
     # Loading a sample in the main process takes 100 us of CPU, a step 67 us at batch 64: the
     # best loads in turn at 0.57 of what its step reaches alone, which workers could hide.
     predictions = predict_space(step_first(1e-4), space)
@@ -1046,11 +1046,14 @@ def test_the_predicted_best_with_workers_is_seeded_on_each_thread_count_and_with
     assert seeds[1].model_copy(update={"num_workers": 0}).normalized() == best
     assert predict_configs(step_first(1e-4), seeds[1:]).samples_per_s[0] > rate / 3
     # Loading takes 4 us of CPU a sample: the best reaches 0.97 of its step alone, and
-    # workers hiding all of that loading would gain less than a trial's spread.
+    # workers hiding all of that loading would gain less than a trial's spread; predicted
+    # above a third of the best, the twin with workers is still not queued.
     predictions = predict_space(step_first(4e-6), space)
     best, rate = ranking(predictions, space, 1)[0]
     assert best.num_workers == 0
     assert rate > 0.95 * predictions.step_samples_per_s[predictions.best(1)[0]]
+    with_workers = best.model_copy(update={"num_workers": 8}).normalized()
+    assert predict_configs(step_first(4e-6), [with_workers]).samples_per_s[0] > rate / 3
     assert [s.key() for s in seed_configs(predictions, space, 6, [space.baseline()])] == [
         best.key()]
 
