@@ -48,10 +48,14 @@ class BodySizeLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
-        await _send_error(send, 413, (
-            f"the request body is larger than {self.max_bytes} bytes; send a smaller body "
-            "(a job's options fit in a few kilobytes)"
-        ))
+        await _send_error(
+            send,
+            413,
+            (
+                f"the request body is larger than {self.max_bytes} bytes; send a smaller body "
+                "(a job's options fit in a few kilobytes)"
+            ),
+        )
 
 
 class LoopbackClientsOnly:
@@ -68,17 +72,28 @@ class LoopbackClientsOnly:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         client = scope.get("client")
         if scope["type"] == "http" and not (client and is_loopback(client[0])):
-            await _send_error(send, 403, (
-                "this server has no AUTOTUNE_API_TOKEN, so it only answers clients on its own "
-                "machine; set AUTOTUNE_API_TOKEN on the server and send it as a bearer token"
-            ))
+            await _send_error(
+                send,
+                403,
+                (
+                    "this server has no AUTOTUNE_API_TOKEN, so it only answers clients on its own "
+                    "machine; set AUTOTUNE_API_TOKEN on the server and send it as a bearer token"
+                ),
+            )
             return
         await self.app(scope, receive, send)
 
 
 async def _send_error(send: Send, status: int, detail: str) -> None:
     body = json.dumps({"detail": detail}).encode()
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-    ]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -64,8 +64,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _database_error(request: Request, exc: Exception) -> JSONResponse:
     log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
-    return _error(status.HTTP_503_SERVICE_UNAVAILABLE, "the database did not answer; check "
-                  "that it is running and reachable from the server, then retry")
+    return _error(
+        status.HTTP_503_SERVICE_UNAVAILABLE,
+        "the database did not answer; check "
+        "that it is running and reachable from the server, then retry",
+    )
 
 
 def _start_worker(app: FastAPI, settings: Settings) -> bool:
@@ -76,8 +79,11 @@ def _start_worker(app: FastAPI, settings: Settings) -> bool:
     """
     slot = try_file_lock(embedded_worker_slot(settings.db, settings.device))
     if slot is None:
-        log.warning("another server process on this host already runs the embedded worker "
-                    "for device %s; this one serves the API only", settings.device)
+        log.warning(
+            "another server process on this host already runs the embedded worker "
+            "for device %s; this one serves the API only",
+            settings.device,
+        )
         return False
     worker = Worker(
         app.state.database,
@@ -132,9 +138,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
-                           allow_methods=["GET", "POST"],
-                           allow_headers=["authorization", "content-type"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type"],
+        )
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.trusted_hosts())
     if settings.api_token is None and not settings.insecure_allow_remote:
         app.add_middleware(LoopbackClientsOnly)  # outermost: checked first

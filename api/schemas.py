@@ -36,9 +36,16 @@ class JobCreate(TuneOptions):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"workload": "builtin:image-cnn", "n_trials": 30,
-                                         "fixed": {"amp": "bf16"},
-                                         "ranges": {"batch_size": "32..256"}}]},
+        json_schema_extra={
+            "examples": [
+                {
+                    "workload": "builtin:image-cnn",
+                    "n_trials": 30,
+                    "fixed": {"amp": "bf16"},
+                    "ranges": {"batch_size": "32..256"},
+                }
+            ]
+        },
     )
 
     @field_validator("device")
@@ -100,14 +107,24 @@ class JobPublic(BaseModel):
     worker_id: str | None
     attempts: int
     device: dict[str, Any] | None
-    device_class: str | None = Field(description=(
-        "The device class the job runs on: named at submission, else recorded by the first "
-        "worker that ran it; only workers of this class claim it."))
-    measurement_set: int = Field(description=(
-        "The measurement set progress and the recommendation come from; it goes up when the "
-        "job resumed on other hardware or software (earlier sets' trials stay listed)."))
-    waiting_for: str | None = Field(default=None, description=(
-        "Why a queued job is not running yet, e.g. no live worker has its device class."))
+    device_class: str | None = Field(
+        description=(
+            "The device class the job runs on: named at submission, else recorded by the first "
+            "worker that ran it; only workers of this class claim it."
+        )
+    )
+    measurement_set: int = Field(
+        description=(
+            "The measurement set progress and the recommendation come from; it goes up when the "
+            "job resumed on other hardware or software (earlier sets' trials stay listed)."
+        )
+    )
+    waiting_for: str | None = Field(
+        default=None,
+        description=(
+            "Why a queued job is not running yet, e.g. no live worker has its device class."
+        ),
+    )
     created_at: Timestamp
     started_at: Timestamp
     finished_at: Timestamp
@@ -117,11 +134,15 @@ class JobPublic(BaseModel):
 class JobDetailPublic(JobPublic):
     """One job, read by its id: also its profile (left out of the job list, which stays small)."""
 
-    profile: dict[str, Any] | None = Field(default=None, description=(
-        "What the step alone (per batch size and precision) and the loader alone (per worker "
-        "count) reached before the search, and the memory model: the shape of the "
-        "recommendation's `profile`. Null for a job run without a profile, or before it has "
-        "one."))
+    profile: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "What the step alone (per batch size and precision) and the loader alone (per worker "
+            "count) reached before the search, and the memory model: the shape of the "
+            "recommendation's `profile`. Null for a job run without a profile, or before it has "
+            "one."
+        ),
+    )
 
 
 class JobsPublic(BaseModel):

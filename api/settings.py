@@ -90,14 +90,15 @@ class Settings(BaseSettings):
     @classmethod
     def _dir_exists(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_dir():
-            raise ValueError(f"workloads directory {str(value)!r} does not exist; create it or "
-                             "point AUTOTUNE_WORKLOADS_DIR at one")
+            raise ValueError(
+                f"workloads directory {str(value)!r} does not exist; create it or "
+                "point AUTOTUNE_WORKLOADS_DIR at one"
+            )
         return value.resolve() if value is not None else None
 
     @model_validator(mode="after")
     def _safe(self) -> Settings:
-        if not is_loopback(self.host) and self.api_token is None and \
-                not self.insecure_allow_remote:
+        if not is_loopback(self.host) and self.api_token is None and not self.insecure_allow_remote:
             raise ValueError(
                 f"refusing to serve on {self.host} without AUTOTUNE_API_TOKEN, since anyone who "
                 "reaches it could run jobs; set AUTOTUNE_API_TOKEN or pass --insecure-allow-remote"

@@ -45,8 +45,9 @@ class Alternative:
 
 
 def defaults(ctx: WorkloadContext) -> Alternative:
-    return Alternative("PyTorch defaults", ctx.defaults(),
-                       "DataLoader defaults, the workload's own batch size")
+    return Alternative(
+        "PyTorch defaults", ctx.defaults(), "DataLoader defaults, the workload's own batch size"
+    )
 
 
 _CHECKLIST_COMMON = "batch x2, workers = cores, prefetch 2, persistent workers, "
@@ -65,22 +66,29 @@ def checklist(ctx: WorkloadContext) -> Alternative:
     """The seeds' checklist applied blindly, on the tuner's full space for this device (on
     CUDA its CUDA-only items too)."""
     items = _CHECKLIST_CUDA if ctx.probe.device.is_cuda else _CHECKLIST_CPU
-    return Alternative("seeds' checklist", ctx.full_space().checklist(),
-                       _CHECKLIST_COMMON + items)
+    return Alternative("seeds' checklist", ctx.full_space().checklist(), _CHECKLIST_COMMON + items)
 
 
 def lightning(ctx: WorkloadContext) -> Alternative:
     """Lightning's batch-size finder (power mode) and its suggested ``num_workers``."""
     top = max(ctx.grid.batch_sizes)
-    answer = run_module("benchmarks._finders", {
-        "finder": "lightning", "workload": ctx.grid.workload, "device": ctx.settings.device,
-        "max_batch": top, "budget_bytes": ctx.budget_bytes,
-    }, _FINDER_TIMEOUT_S)
+    answer = run_module(
+        "benchmarks._finders",
+        {
+            "finder": "lightning",
+            "workload": ctx.grid.workload,
+            "device": ctx.settings.device,
+            "max_batch": top,
+            "budget_bytes": ctx.budget_bytes,
+        },
+        _FINDER_TIMEOUT_S,
+    )
     if answer["outcome"] != "ok":
         return Alternative("Lightning rules", None, f"not run: {answer['error']}")
     config = Config(batch_size=answer["batch_size"], num_workers=answer["num_workers"])
     return Alternative(
-        "Lightning rules", config,
+        "Lightning rules",
+        config,
         f"Tuner.scale_batch_size(mode='power', init_val={ctx.probe.workload.batch_size}, "
         f"max_val={top}) -> {answer['batch_size']} in {answer['wall_s']:.0f} s; "
         f"suggested_max_num_workers -> {answer['num_workers']}",
@@ -91,17 +99,25 @@ def lightning(ctx: WorkloadContext) -> Alternative:
 def accelerate(ctx: WorkloadContext) -> Alternative:
     """Accelerate's ``find_executable_batch_size``; Accelerate has no rule for workers."""
     top = max(ctx.grid.batch_sizes)
-    answer = run_module("benchmarks._finders", {
-        "finder": "accelerate", "workload": ctx.grid.workload, "device": ctx.settings.device,
-        "max_batch": top, "budget_bytes": ctx.budget_bytes,
-    }, _FINDER_TIMEOUT_S)
+    answer = run_module(
+        "benchmarks._finders",
+        {
+            "finder": "accelerate",
+            "workload": ctx.grid.workload,
+            "device": ctx.settings.device,
+            "max_batch": top,
+            "budget_bytes": ctx.budget_bytes,
+        },
+        _FINDER_TIMEOUT_S,
+    )
     if answer["outcome"] != "ok":
         return Alternative("Accelerate finder", None, f"not run: {answer['error']}")
     found = int(answer["batch_size"])
     batch = max(8, found // 8 * 8)  # it shrinks by 0.9x; autotune's knob needs multiples of 8
     rounded = f", rounded down to {batch}" if batch != found else ""
     return Alternative(
-        "Accelerate finder", Config(batch_size=batch),
+        "Accelerate finder",
+        Config(batch_size=batch),
         f"find_executable_batch_size(starting_batch_size={top}) -> {found}{rounded} in "
         f"{answer['wall_s']:.0f} s (tried {answer['tried']}); num_workers left at 0",
         at_limit=found >= top,
@@ -115,8 +131,9 @@ def random_search(ctx: WorkloadContext, grid: GridOutcome, budget: int, label: s
     search is replayed on those measurements instead of measuring them a second time.
     """
     space = ctx.space()
-    study = optuna.create_study(direction="maximize",
-                                sampler=optuna.samplers.RandomSampler(seed=ctx.settings.seed))
+    study = optuna.create_study(
+        direction="maximize", sampler=optuna.samplers.RandomSampler(seed=ctx.settings.seed)
+    )
     seen: dict[str, Config] = {}
     for _ in range(_MAX_ASKS):
         if len(seen) >= budget:
@@ -126,9 +143,12 @@ def random_search(ctx: WorkloadContext, grid: GridOutcome, budget: int, label: s
         study.tell(trial, grid.value(config))
         seen.setdefault(config.key(), config)
     pick = max(seen.values(), key=grid.value)
-    return Alternative(f"Optuna random, {label}", pick,
-                       f"{len(seen)} distinct configurations, RandomSampler(seed="
-                       f"{ctx.settings.seed}), each scored by its grid measurement")
+    return Alternative(
+        f"Optuna random, {label}",
+        pick,
+        f"{len(seen)} distinct configurations, RandomSampler(seed="
+        f"{ctx.settings.seed}), each scored by its grid measurement",
+    )
 
 
 #: Seeds of the random search at the tuner's wall time.
@@ -152,8 +172,9 @@ def random_within(space: SearchSpace, grid: GridOutcome, wall_s: float, seed: in
 
     A repeated draw costs nothing and is told its known value (random sampling ignores it).
     """
-    study = optuna.create_study(direction="maximize",
-                                sampler=optuna.samplers.RandomSampler(seed=seed))
+    study = optuna.create_study(
+        direction="maximize", sampler=optuna.samplers.RandomSampler(seed=seed)
+    )
     seen: dict[str, Config] = {}
     spent = 0.0
     for _ in range(_MAX_ASKS):
@@ -172,8 +193,7 @@ def random_within(space: SearchSpace, grid: GridOutcome, wall_s: float, seed: in
     return RandomDraw(seed, max(seen.values(), key=grid.value), len(seen), spent)
 
 
-def random_at_wall_time(ctx: WorkloadContext, grid: GridOutcome,
-                        wall_s: float) -> list[RandomDraw]:
+def random_at_wall_time(ctx: WorkloadContext, grid: GridOutcome, wall_s: float) -> list[RandomDraw]:
     space = ctx.space()
     return [random_within(space, grid, wall_s, seed) for seed in RANDOM_SEEDS]
 
@@ -191,12 +211,24 @@ def random_findings(result: WorkloadResults) -> list[str]:
     the verdict rests on the interleaved re-measurement of both picks, and the single grid
     measurements are quoted beside it.
     """
-    return tuner_against_random(result.name, result.tuner.config, result.tuner_wall_s,
-                                result.grid, result.comparison, result.random_draws)
+    return tuner_against_random(
+        result.name,
+        result.tuner.config,
+        result.tuner_wall_s,
+        result.grid,
+        result.comparison,
+        result.random_draws,
+    )
 
 
-def tuner_against_random(name: str, tuner_pick: Config, tuner_wall_s: float, grid: GridOutcome,
-                         comparison: Comparison, draws: Sequence[RandomDraw]) -> list[str]:
+def tuner_against_random(
+    name: str,
+    tuner_pick: Config,
+    tuner_wall_s: float,
+    grid: GridOutcome,
+    comparison: Comparison,
+    draws: Sequence[RandomDraw],
+) -> list[str]:
     """See :func:`random_findings`."""
     if not draws:
         return []
@@ -209,38 +241,47 @@ def tuner_against_random(name: str, tuner_pick: Config, tuner_wall_s: float, gri
     seeds = "; ".join(
         f"seed {d.seed}: {d.drawn} configs in {d.spent_s:.0f} s, {describe(d.pick)} "
         f"{number(v)}/s, {r:.2f}x"
-        for d, v, r in zip(draws, picks, ratios, strict=True))
-    verdict = ("met" if median >= 1.0 else "**NOT met: random search did better**")
+        for d, v, r in zip(draws, picks, ratios, strict=True)
+    )
+    verdict = "met" if median >= 1.0 else "**NOT met: random search did better**"
     tuner_single = grid.value(tuner_pick)
     known = [tuner_single / v for d in draws if tuner_single and (v := grid.value(d.pick))]
-    on_single = (f"On the grid's single measurements, which chose random search's picks and "
-                 f"so favour them, the median would read {statistics.median(known):.2f}x."
-                 if known else "")
-    return [f"{name}: against Optuna's random sampler at the tuner's wall time "
-            f"({tuner_wall_s:.0f} s of grid trial processes), {len(ratios)} seeds, each pick "
-            f"re-measured in the interleaved session beside the tuner's ({describe(tuner_pick)}: "
-            f"{number(tuner_median)}/s): tuner / random median {median:.2f}x (target >= 1.00x: "
-            f"{verdict}; clear win >= 1.05x: {'yes' if median >= 1.05 else 'no'}); {seeds}. "
-            f"{on_single}".rstrip()]
+    on_single = (
+        f"On the grid's single measurements, which chose random search's picks and "
+        f"so favour them, the median would read {statistics.median(known):.2f}x."
+        if known
+        else ""
+    )
+    return [
+        f"{name}: against Optuna's random sampler at the tuner's wall time "
+        f"({tuner_wall_s:.0f} s of grid trial processes), {len(ratios)} seeds, each pick "
+        f"re-measured in the interleaved session beside the tuner's ({describe(tuner_pick)}: "
+        f"{number(tuner_median)}/s): tuner / random median {median:.2f}x (target >= 1.00x: "
+        f"{verdict}; clear win >= 1.05x: {'yes' if median >= 1.05 else 'no'}); {seeds}. "
+        f"{on_single}".rstrip()
+    ]
 
 
 def plain_search(outcome: TunerOutcome) -> Alternative:
     """The tuner itself without its profile (``--no-profile``): what the profile adds."""
-    return Alternative("autotune --no-profile", outcome.config,
-                       f"{outcome.measured} trial processes, {outcome.wall_s:.0f} s "
-                       "(the same job without the profile: baseline, checklist, then TPE)")
+    return Alternative(
+        "autotune --no-profile",
+        outcome.config,
+        f"{outcome.measured} trial processes, {outcome.wall_s:.0f} s "
+        "(the same job without the profile: baseline, checklist, then TPE)",
+    )
 
 
-def find_alternatives(ctx: WorkloadContext, grid: GridOutcome, search_trials: int,
-                      measured_trials: int) -> list[Alternative]:
+def find_alternatives(
+    ctx: WorkloadContext, grid: GridOutcome, search_trials: int, measured_trials: int
+) -> list[Alternative]:
     log(f"{ctx.name}: alternatives (Lightning, Accelerate, random search, checklist)")
     return [
         defaults(ctx),
         lightning(ctx),
         accelerate(ctx),
         random_search(ctx, grid, search_trials, f"same --trials ({search_trials})"),
-        random_search(ctx, grid, measured_trials,
-                      f"same trial processes ({measured_trials})"),
+        random_search(ctx, grid, measured_trials, f"same trial processes ({measured_trials})"),
         checklist(ctx),
     ]
 
@@ -253,31 +294,60 @@ def section(results: Sequence[WorkloadResults]) -> Section:
             "the tuner's pick; *vs autotune* is its median throughput over the tuner's "
             "(below 1.00x: the tuner's pick is faster)."
         ),
-        columns=["workload", "method", "configuration", "how it was found", "samples/s",
-                 "vs autotune"],
+        columns=[
+            "workload",
+            "method",
+            "configuration",
+            "how it was found",
+            "samples/s",
+            "vs autotune",
+        ],
     )
     for result in results:
         comparison = result.comparison
-        median_of = (f", the median of section 1's {len(result.tuner_runs)} jobs (seed "
-                     f"{result.tuner.seed})" if len(result.tuner_runs) > 1 else "")
-        out.rows.append([result.name, "**autotune**", describe(result.tuner.config) + median_of,
-                         f"{result.tuner.measured} trial processes, {result.tuner.wall_s:.0f} s",
-                         number(comparison.median(TUNER)), "1.00x"])
+        median_of = (
+            f", the median of section 1's {len(result.tuner_runs)} jobs (seed {result.tuner.seed})"
+            if len(result.tuner_runs) > 1
+            else ""
+        )
+        out.rows.append(
+            [
+                result.name,
+                "**autotune**",
+                describe(result.tuner.config) + median_of,
+                f"{result.tuner.measured} trial processes, {result.tuner.wall_s:.0f} s",
+                number(comparison.median(TUNER)),
+                "1.00x",
+            ]
+        )
         for alternative in result.alternatives:
             if alternative.config is None:
-                out.rows.append([result.name, alternative.method, "-", alternative.how,
-                                 "n/a", "n/a"])
+                out.rows.append(
+                    [result.name, alternative.method, "-", alternative.how, "n/a", "n/a"]
+                )
                 continue
             relative = comparison.relative(alternative.method, TUNER)
-            out.rows.append([result.name, alternative.method, describe(alternative.config),
-                             alternative.how, number(comparison.median(alternative.method)),
-                             ratio(relative)])
+            out.rows.append(
+                [
+                    result.name,
+                    alternative.method,
+                    describe(alternative.config),
+                    alternative.how,
+                    number(comparison.median(alternative.method)),
+                    ratio(relative),
+                ]
+            )
             if relative is not None and relative > 1.0 + TIE:
-                how = ("clearly (every run beat every run of the tuner's pick)"
-                       if comparison.clearly_apart(alternative.method, TUNER)
-                       else "within the run-to-run spread")
-                outside = ("; this configuration lies outside the reduced space the tuner searched"
-                           if result.grid.rank(alternative.config) is None else "")
+                how = (
+                    "clearly (every run beat every run of the tuner's pick)"
+                    if comparison.clearly_apart(alternative.method, TUNER)
+                    else "within the run-to-run spread"
+                )
+                outside = (
+                    "; this configuration lies outside the reduced space the tuner searched"
+                    if result.grid.rank(alternative.config) is None
+                    else ""
+                )
                 out.findings.append(
                     f"{result.name}: **the tuner lost to {alternative.method}** "
                     f"({describe(alternative.config)}) by {100 * (relative - 1):.0f}%, {how}"

@@ -30,8 +30,11 @@ class Overhead:
     @classmethod
     def of(cls, tuner: TunerOutcome) -> Overhead:
         windowed = [t for t in tuner.timings if t.window_s is not None]
-        per_trial = (statistics.fmean(t.duration_s - (t.window_s or 0.0) for t in windowed)
-                     if windowed else None)
+        per_trial = (
+            statistics.fmean(t.duration_s - (t.window_s or 0.0) for t in windowed)
+            if windowed
+            else None
+        )
         return cls(
             wall_s=tuner.wall_s,
             trial_s=sum(t.duration_s for t in tuner.timings),
@@ -57,13 +60,13 @@ def _fit(points: list[tuple[int, float]]) -> tuple[float, float] | None:
     """Least-squares wall = a + b * trial processes."""
     if len({x for x, _ in points}) < 2:
         return None
-    slope, intercept = statistics.linear_regression([x for x, _ in points],
-                                                    [y for _, y in points])
+    slope, intercept = statistics.linear_regression([x for x, _ in points], [y for _, y in points])
     return intercept, slope
 
 
-def section(results: Sequence[WorkloadResults], grown: Sequence[TunerOutcome],
-            growth_workload: str) -> Section:
+def section(
+    results: Sequence[WorkloadResults], grown: Sequence[TunerOutcome], growth_workload: str
+) -> Section:
     out = Section(
         title="4. Cost of tuning",
         intro=(
@@ -73,25 +76,38 @@ def section(results: Sequence[WorkloadResults], grown: Sequence[TunerOutcome],
             "that overhead times the trial processes over the whole tuning time. *Other* is "
             "time outside trial processes (probe, Optuna, database)."
         ),
-        columns=["workload", "search trials", "trial processes", "tuning wall", "timed windows",
-                 "fixed overhead per trial", "fixed overhead share", "other"],
+        columns=[
+            "workload",
+            "search trials",
+            "trial processes",
+            "tuning wall",
+            "timed windows",
+            "fixed overhead per trial",
+            "fixed overhead share",
+            "other",
+        ],
     )
     outcomes = [(r.name, r.tuner) for r in results]
     outcomes += [(growth_workload, t) for t in grown]
     for name, tuner in outcomes:
         cost = Overhead.of(tuner)
-        out.rows.append([
-            name, str(tuner.n_trials), str(cost.processes), f"{cost.wall_s:.0f} s",
-            f"{cost.window_s:.0f} s ({percent(cost.window_s / cost.wall_s)})",
-            f"{number(cost.per_trial_s, 1)} s", percent(cost.fixed_fraction),
-            f"{cost.wall_s - cost.trial_s:.0f} s",
-        ])
+        out.rows.append(
+            [
+                name,
+                str(tuner.n_trials),
+                str(cost.processes),
+                f"{cost.wall_s:.0f} s",
+                f"{cost.window_s:.0f} s ({percent(cost.window_s / cost.wall_s)})",
+                f"{number(cost.per_trial_s, 1)} s",
+                percent(cost.fixed_fraction),
+                f"{cost.wall_s - cost.trial_s:.0f} s",
+            ]
+        )
     points = [(t.measured, t.wall_s) for name, t in outcomes if name == growth_workload]
     fit = _fit(points)
     if fit is not None:
         intercept, slope = fit
-        confirm = max(t.counts.get("confirm", 0) for name, t in outcomes
-                      if name == growth_workload)
+        confirm = max(t.counts.get("confirm", 0) for name, t in outcomes if name == growth_workload)
         out.findings.append(
             f"{growth_workload}: tuning time is about {intercept:.0f} s + {slope:.1f} s per trial "
             f"process (least squares over {len(points)} trial budgets); each also pays for "

@@ -52,8 +52,9 @@ def check_budget(device: torch.device, budget_bytes: int) -> None:
         )
 
 
-def lightning_finder(workload: Workload, device: torch.device, max_batch: int,
-                     budget_bytes: int) -> dict[str, Any]:
+def lightning_finder(
+    workload: Workload, device: torch.device, max_batch: int, budget_bytes: int
+) -> dict[str, Any]:
     """Lightning's ``Tuner.scale_batch_size`` (mode "power") and its ``num_workers`` rule; on
     CUDA, Lightning's ``accelerator="gpu"`` on that one GPU."""
     import lightning as L
@@ -78,27 +79,40 @@ def lightning_finder(workload: Workload, device: torch.device, max_batch: int,
             return workload.optimizer(self.net.parameters())
 
         def train_dataloader(self) -> DataLoader[Any]:
-            return DataLoader(workload.dataset(), batch_size=self.batch_size, shuffle=True,
-                              drop_last=True, collate_fn=workload.collate_fn)
+            return DataLoader(
+                workload.dataset(),
+                batch_size=self.batch_size,
+                shuffle=True,
+                drop_last=True,
+                collate_fn=workload.collate_fn,
+            )
 
     with tempfile.TemporaryDirectory() as root, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         on_gpu = device.type == "cuda"
         trainer = L.Trainer(
-            accelerator="gpu" if on_gpu else "cpu", devices=[device.index or 0] if on_gpu else 1,
-            max_epochs=1, logger=False,
-            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+            accelerator="gpu" if on_gpu else "cpu",
+            devices=[device.index or 0] if on_gpu else 1,
+            max_epochs=1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
             default_root_dir=root,
         )
         found = Tuner(trainer).scale_batch_size(
-            Wrapped(), mode="power", init_val=workload.batch_size, max_val=max_batch,
+            Wrapped(),
+            mode="power",
+            init_val=workload.batch_size,
+            max_val=max_batch,
             steps_per_trial=STEPS_PER_TRY,
         )
     return {"batch_size": found, "num_workers": suggested_max_num_workers(1)}
 
 
-def accelerate_finder(workload: Workload, device: torch.device, max_batch: int,
-                      budget_bytes: int) -> dict[str, Any]:
+def accelerate_finder(
+    workload: Workload, device: torch.device, max_batch: int, budget_bytes: int
+) -> dict[str, Any]:
     """Accelerate's ``find_executable_batch_size``, starting from the largest batch allowed,
     training on ``device`` as a user's loop would."""
     from accelerate.utils import find_executable_batch_size
@@ -111,8 +125,13 @@ def accelerate_finder(workload: Workload, device: torch.device, max_batch: int,
         model = workload.model().to(device)
         model.train()
         optimizer = workload.optimizer(model.parameters())
-        loader = DataLoader(workload.dataset(), batch_size=batch_size, shuffle=True,
-                            drop_last=True, collate_fn=workload.collate_fn)
+        loader = DataLoader(
+            workload.dataset(),
+            batch_size=batch_size,
+            shuffle=True,
+            drop_last=True,
+            collate_fn=workload.collate_fn,
+        )
         loss_fn = workload.loss
         assert loss_fn is not None, "the finders run the built-ins, which have a loss"
         for _, (inputs, target) in zip(range(STEPS_PER_TRY), loader, strict=False):
@@ -132,12 +151,19 @@ def main() -> None:
     started = time.monotonic()
     try:
         cap_device_memory(device, request["budget_bytes"])
-        answer = finder(load_workload(request["workload"]), device, request["max_batch"],
-                        request["budget_bytes"])
+        answer = finder(
+            load_workload(request["workload"]),
+            device,
+            request["max_batch"],
+            request["budget_bytes"],
+        )
         answer["outcome"] = "ok"
     except ImportError as exc:
-        answer = {"outcome": "missing", "error": f"{exc.name} is not installed; "
-                  "install the benchmark extra: pip install -e '.[bench]'"}
+        answer = {
+            "outcome": "missing",
+            "error": f"{exc.name} is not installed; "
+            "install the benchmark extra: pip install -e '.[bench]'",
+        }
     except RuntimeError as exc:  # e.g. no batch size fits the budget at all
         answer = {"outcome": "error", "error": str(exc).splitlines()[0]}
     answer["wall_s"] = time.monotonic() - started

@@ -65,9 +65,14 @@ class Run:
     @classmethod
     def of(cls, record: TrialRecord) -> Run:
         """The run a trial of autotune's runner recorded."""
-        return cls(outcome=record.outcome, samples_per_s=record.samples_per_s,
-                   duration_s=record.duration_s or 0.0, window_s=record.window_s,
-                   data_wait_fraction=record.data_wait_fraction, error=record.error)
+        return cls(
+            outcome=record.outcome,
+            samples_per_s=record.samples_per_s,
+            duration_s=record.duration_s or 0.0,
+            window_s=record.window_s,
+            data_wait_fraction=record.data_wait_fraction,
+            error=record.error,
+        )
 
 
 def median(values: list[float]) -> float | None:
@@ -100,15 +105,22 @@ def describe(config: Config) -> str:
         parts.append(f"prefetch {config.prefetch_factor}")
     if config.num_workers and config.persistent_workers:
         parts.append("persistent")
-    for flag in ("pin_memory", "channels_last", "cudnn_benchmark", "tf32", "device_prefetch",
-                 "retain_freed_memory"):
+    for flag in (
+        "pin_memory",
+        "channels_last",
+        "cudnn_benchmark",
+        "tf32",
+        "device_prefetch",
+        "retain_freed_memory",
+    ):
         if getattr(config, flag):
             parts.append(flag.replace("_", " "))
     if config.compile != "off":
         parts.append(f"compile {config.compile}")
     if config.intra_op_threads is not None:
-        parts.append(f"{config.intra_op_threads} intra-op thread"
-                     f"{'s' if config.intra_op_threads > 1 else ''}")
+        parts.append(
+            f"{config.intra_op_threads} intra-op thread{'s' if config.intra_op_threads > 1 else ''}"
+        )
     if config.grad_accum_steps > 1:
         parts.append(f"accumulation {config.grad_accum_steps}")
     return ", ".join(parts)
@@ -172,8 +184,12 @@ class WorkloadContext:
         """One run of ``config`` through autotune's trial runner, as the tuner measures (with
         the suite's plan unless ``plan`` is given)."""
         result = run_trial(
-            self.grid.workload, config, self.settings.device, plan or self.settings.plan,
-            self.settings.trial_timeout_s, memory_budget_bytes=self.budget_bytes,
+            self.grid.workload,
+            config,
+            self.settings.device,
+            plan or self.settings.plan,
+            self.settings.trial_timeout_s,
+            memory_budget_bytes=self.budget_bytes,
             budget_is_host_memory=not self.probe.device.is_cuda,
             device_uuid=self.probe.device_uuid,
         )
@@ -183,8 +199,9 @@ class WorkloadContext:
 Measured = TypeVar("Measured")
 
 
-def interleave(arms: Mapping[str, Callable[[], Measured]],
-               rounds: int) -> dict[str, list[Measured]]:
+def interleave(
+    arms: Mapping[str, Callable[[], Measured]], rounds: int
+) -> dict[str, list[Measured]]:
     """Run every arm once per round, rotating the order, so drift falls on all of them alike."""
     names = list(arms)
     runs: dict[str, list[Measured]] = {name: [] for name in names}
@@ -200,11 +217,20 @@ def run_module(module: str, request: dict[str, Any], timeout_s: float) -> dict[s
 
     Returns ``{"outcome": "error", "error": ...}`` when it fails, times out or says nothing.
     """
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        filter(None, [str(_PROJECT_ROOT), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            filter(None, [str(_PROJECT_ROOT), os.environ.get("PYTHONPATH")])
+        ),
+    )
     process = subprocess.Popen(
-        [sys.executable, "-m", module], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, env=env, start_new_session=True, text=True,
+        [sys.executable, "-m", module],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+        text=True,
     )
     try:
         stdout, stderr = process.communicate(json.dumps(request), timeout=timeout_s)

@@ -49,21 +49,25 @@ _NOT_WRITTEN = {"device_prefetch": False, "tf32": None, "compile": "off", "grad_
 
 
 def _refuse_unwritten(config: dict[str, Any]) -> None:
-    unwritten = [f"{name}={config[name]}" for name, value in _NOT_WRITTEN.items()
-                 if config[name] != value]
+    unwritten = [
+        f"{name}={config[name]}" for name, value in _NOT_WRITTEN.items() if config[name] != value
+    ]
     if config["amp"] == "fp16":
         unwritten.append("amp=fp16 (it would need a GradScaler)")
     if unwritten:
-        raise SystemExit(f"the plain loop does not write {', '.join(unwritten)}; compare it "
-                         "on a configuration without them")
+        raise SystemExit(
+            f"the plain loop does not write {', '.join(unwritten)}; compare it "
+            "on a configuration without them"
+        )
 
 
 def _retain_freed_memory() -> None:
     """What a user's script does for ``retain_freed_memory``: glibc's mallopt(3), by hand."""
     libc = ctypes.CDLL(None)
     m_trim_threshold, m_mmap_threshold = -1, -3
-    if not (libc.mallopt(m_mmap_threshold, 1 << 30) and libc.mallopt(m_trim_threshold,
-                                                                       (1 << 31) - 1)):
+    if not (
+        libc.mallopt(m_mmap_threshold, 1 << 30) and libc.mallopt(m_trim_threshold, (1 << 31) - 1)
+    ):
         raise SystemExit("glibc refused the thresholds of retain_freed_memory")
 
 
@@ -74,9 +78,14 @@ def _loader(workload: Any, config: dict[str, Any]) -> DataLoader[Any]:
         if config["prefetch_factor"] is not None:
             extra["prefetch_factor"] = config["prefetch_factor"]
     return DataLoader(
-        workload.dataset(), batch_size=config["batch_size"], shuffle=True, drop_last=True,
-        num_workers=config["num_workers"], pin_memory=config["pin_memory"],
-        collate_fn=workload.collate_fn, **extra,
+        workload.dataset(),
+        batch_size=config["batch_size"],
+        shuffle=True,
+        drop_last=True,
+        num_workers=config["num_workers"],
+        pin_memory=config["pin_memory"],
+        collate_fn=workload.collate_fn,
+        **extra,
     )
 
 
@@ -85,8 +94,9 @@ def _endless(loader: DataLoader[Any]) -> Iterator[Any]:
         yield from loader
 
 
-def _prepare(batch: Any, device: torch.device, non_blocking: bool,
-             channels_last: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _prepare(
+    batch: Any, device: torch.device, non_blocking: bool, channels_last: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One batch on the device (a no-op on a CPU), channels_last if chosen."""
     inputs = batch[0].to(device, non_blocking=non_blocking)
     target = batch[1].to(device, non_blocking=non_blocking)
@@ -119,21 +129,27 @@ def main() -> None:
     loader = _loader(workload, config)
     non_blocking = config["pin_memory"] and device.type == "cuda"
     if mode == "memory":
-        kept = [_prepare(b, device, False, config["channels_last"])
-                for b in itertools.islice(_endless(loader), _MEMORY_BATCHES)]
+        kept = [
+            _prepare(b, device, False, config["channels_last"])
+            for b in itertools.islice(_endless(loader), _MEMORY_BATCHES)
+        ]
         del loader  # no loader, no workers while timing
         batches: Iterator[Any] = itertools.cycle(kept)
     else:
-        batches = (_prepare(b, device, non_blocking, config["channels_last"])
-                   for b in _endless(loader))
+        batches = (
+            _prepare(b, device, non_blocking, config["channels_last"]) for b in _endless(loader)
+        )
     dtype = {"off": None, "bf16": torch.bfloat16}[config["amp"]]
 
     def step() -> int:
         inputs, target = next(batches)
         if workload.device_transform is not None:
             inputs = workload.device_transform(inputs)
-        autocast = (torch.autocast(device.type, dtype=dtype) if dtype is not None
-                    else contextlib.nullcontext())
+        autocast = (
+            torch.autocast(device.type, dtype=dtype)
+            if dtype is not None
+            else contextlib.nullcontext()
+        )
         with autocast:
             loss = loss_fn(model(inputs), target)
         loss.backward()
@@ -165,15 +181,27 @@ def main() -> None:
         steps += 1
         # The host's clock decides when to stop; the window's end waits for the device.
         whole_epochs = mode == "memory" or steps % len(loader) == 0
-        if (whole_epochs and steps >= plan["min_steps"]
-                and time.perf_counter() - start >= plan["min_seconds"]):
+        if (
+            whole_epochs
+            and steps >= plan["min_steps"]
+            and time.perf_counter() - start >= plan["min_seconds"]
+        ):
             break
     elapsed = clock() - start
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"outcome": "ok", "samples_per_s": samples / elapsed, "window_s": elapsed,
-                      "steps": steps,
-                      "minor_faults_per_step": (usage.ru_minflt - faults_before) / steps,
-                      "peak_rss_bytes": usage.ru_maxrss * 1024}), flush=True)
+    print(
+        json.dumps(
+            {
+                "outcome": "ok",
+                "samples_per_s": samples / elapsed,
+                "window_s": elapsed,
+                "steps": steps,
+                "minor_faults_per_step": (usage.ru_minflt - faults_before) / steps,
+                "peak_rss_bytes": usage.ru_maxrss * 1024,
+            }
+        ),
+        flush=True,
+    )
     os._exit(0)  # do not wait on loader workers at teardown; the parent kills the group
 
 

@@ -50,8 +50,9 @@ class QualityOutcome:
 
     def data_wait(self) -> float | None:
         """Median share of the runner's window spent waiting for the next batch."""
-        return median([r.data_wait_fraction for r in self.runs[RUNNER]
-                       if r.data_wait_fraction is not None])
+        return median(
+            [r.data_wait_fraction for r in self.runs[RUNNER] if r.data_wait_fraction is not None]
+        )
 
     def clearly_apart(self, kind: str, reference: str) -> bool:
         return clearly_apart(self.runs[kind], self.runs[reference])
@@ -61,23 +62,35 @@ def plain_loop(ctx: WorkloadContext, config: Config, mode: str) -> Run:
     """One run of the benchmark's own loop in a fresh process, with section 3's plan."""
     plan = ctx.settings.measurement_quality_plan()
     started = time.monotonic()
-    answer = run_module("benchmarks._plain_loop", {
-        "workload": ctx.grid.workload, "config": config.model_dump(), "mode": mode,
-        "device": ctx.settings.device,
-        "plan": {"warmup_steps": plan.warmup_steps, "min_steps": plan.min_steps,
-                 "min_seconds": plan.min_seconds, "seed": plan.seed},
-    }, ctx.settings.trial_timeout_s)
-    return Run(outcome=answer["outcome"], samples_per_s=answer.get("samples_per_s"),
-               duration_s=time.monotonic() - started, window_s=answer.get("window_s"),
-               error=answer.get("error"))
+    answer = run_module(
+        "benchmarks._plain_loop",
+        {
+            "workload": ctx.grid.workload,
+            "config": config.model_dump(),
+            "mode": mode,
+            "device": ctx.settings.device,
+            "plan": {
+                "warmup_steps": plan.warmup_steps,
+                "min_steps": plan.min_steps,
+                "min_seconds": plan.min_seconds,
+                "seed": plan.seed,
+            },
+        },
+        ctx.settings.trial_timeout_s,
+    )
+    return Run(
+        outcome=answer["outcome"],
+        samples_per_s=answer.get("samples_per_s"),
+        duration_s=time.monotonic() - started,
+        window_s=answer.get("window_s"),
+        error=answer.get("error"),
+    )
 
 
-def measure_quality(ctx: WorkloadContext, config: Config,
-                    in_memory: bool = True) -> QualityOutcome:
+def measure_quality(ctx: WorkloadContext, config: Config, in_memory: bool = True) -> QualityOutcome:
     """Runner, plain loop and (for section 5) the in-memory loop, interleaved."""
     repeats = ctx.settings.repeats
-    log(f"{ctx.name}: runner vs plain loop{' vs in-memory' if in_memory else ''}, "
-        f"{repeats} rounds")
+    log(f"{ctx.name}: runner vs plain loop{' vs in-memory' if in_memory else ''}, {repeats} rounds")
     arms = {
         RUNNER: lambda: ctx.measure(config, ctx.settings.measurement_quality_plan()),
         PLAIN: lambda: plain_loop(ctx, config, "loader"),
@@ -89,8 +102,9 @@ def measure_quality(ctx: WorkloadContext, config: Config,
 
 def _session_spread(result: WorkloadResults) -> str:
     """Median and largest CV over every configuration of the comparison session."""
-    values = [v for runs in result.comparison.runs.values()
-              if (v := cv(throughputs(runs))) is not None]
+    values = [
+        v for runs in result.comparison.runs.values() if (v := cv(throughputs(runs))) is not None
+    ]
     if not values:
         return "n/a"
     return f"{percent(median(values))} / {percent(max(values))} ({len(values)} configs)"
@@ -115,17 +129,23 @@ _INTRO = (
 def measurement_rows(name: str, quality: QualityOutcome) -> tuple[list[str], list[str]]:
     """The table row for one workload, and what it says in words."""
     row = [
-        name, describe(quality.config), str(len(quality.runs[RUNNER])),
-        number(quality.median(RUNNER)), percent(quality.cv(RUNNER)),
-        number(quality.median(PLAIN)), percent(quality.cv(PLAIN)),
+        name,
+        describe(quality.config),
+        str(len(quality.runs[RUNNER])),
+        number(quality.median(RUNNER)),
+        percent(quality.cv(RUNNER)),
+        number(quality.median(PLAIN)),
+        percent(quality.cv(PLAIN)),
         ratio(quality.relative(RUNNER, PLAIN)),
     ]
     findings = []
     agreement = quality.relative(RUNNER, PLAIN)
     if agreement is not None and abs(agreement - 1) > AGREEMENT:
-        how = ("every runner run differs from every plain-loop run in the same direction"
-               if quality.clearly_apart(RUNNER, PLAIN)
-               else "but their runs overlap: the difference is within this machine's spread")
+        how = (
+            "every runner run differs from every plain-loop run in the same direction"
+            if quality.clearly_apart(RUNNER, PLAIN)
+            else "but their runs overlap: the difference is within this machine's spread"
+        )
         findings.append(
             f"{name}: the runner's median is {100 * abs(agreement - 1):.0f}% "
             f"{'above' if agreement > 1 else 'below'} the plain loop's, {how}."
@@ -133,15 +153,25 @@ def measurement_rows(name: str, quality: QualityOutcome) -> tuple[list[str], lis
     return row, findings
 
 
-_COLUMNS = ["workload", "configuration", "runs each", "runner samples/s", "runner CV",
-            "plain loop samples/s", "plain loop CV", "runner / plain"]
+_COLUMNS = [
+    "workload",
+    "configuration",
+    "runs each",
+    "runner samples/s",
+    "runner CV",
+    "plain loop samples/s",
+    "plain loop CV",
+    "runner / plain",
+]
 
 
 def measurement_section(results: Sequence[WorkloadResults]) -> Section:
-    out = Section(title="3. Measurement quality",
-                  intro=_INTRO + " The last column is the spread over every configuration of "
-                                 "the section 1-2 session.",
-                  columns=[*_COLUMNS, "session CV median / max"])
+    out = Section(
+        title="3. Measurement quality",
+        intro=_INTRO + " The last column is the spread over every configuration of "
+        "the section 1-2 session.",
+        columns=[*_COLUMNS, "session CV median / max"],
+    )
     for result in results:
         row, findings = measurement_rows(result.name, result.quality)
         out.rows.append([*row, _session_spread(result)])
@@ -170,19 +200,31 @@ def limit_section(results: Sequence[WorkloadResults]) -> Section:
             "still costs. *Waiting for data* is the share of the runner's timed window spent "
             "waiting for the next batch. Same session as section 3."
         ),
-        columns=["workload", "configuration", "runner: waiting for data", "runner samples/s",
-                 "plain loop samples/s", "in memory, no loader, samples/s",
-                 "runner / in memory", "plain loop / in memory"],
+        columns=[
+            "workload",
+            "configuration",
+            "runner: waiting for data",
+            "runner samples/s",
+            "plain loop samples/s",
+            "in memory, no loader, samples/s",
+            "runner / in memory",
+            "plain loop / in memory",
+        ],
     )
     for result in results:
         quality = result.quality
-        out.rows.append([
-            result.name, describe(quality.config), percent(quality.data_wait()),
-            number(quality.median(RUNNER)), number(quality.median(PLAIN)),
-            number(quality.median(IN_MEMORY)),
-            ratio(quality.relative(RUNNER, IN_MEMORY)),
-            ratio(quality.relative(PLAIN, IN_MEMORY)),
-        ])
+        out.rows.append(
+            [
+                result.name,
+                describe(quality.config),
+                percent(quality.data_wait()),
+                number(quality.median(RUNNER)),
+                number(quality.median(PLAIN)),
+                number(quality.median(IN_MEMORY)),
+                ratio(quality.relative(RUNNER, IN_MEMORY)),
+                ratio(quality.relative(PLAIN, IN_MEMORY)),
+            ]
+        )
         hidden = quality.relative(PLAIN, IN_MEMORY)
         if hidden is not None and hidden < 0.9:
             out.findings.append(

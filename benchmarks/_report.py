@@ -62,13 +62,18 @@ def device_line(device: str, machine: dict[str, Any]) -> str:
     """The report's ``- Device:`` line: the GPU by name and memory, or the CPU-only note."""
     if machine["device_type"] == "cuda":
         capability = ".".join(map(str, machine["compute_capability"] or ())) or "unknown"
-        return (f"- Device: {machine['device_name']} ({device}), "
-                f"{machine['device_memory_bytes'] / 2**30:.1f} GiB, compute capability "
-                f"{capability}, CUDA {machine['cuda']}, cuDNN {machine['cudnn']}; CUDA-only "
-                "knobs are held at PyTorch's defaults in the reduced space, set by the seeds' "
-                "checklist and searched in section 1b.")
-    why = ("--device cpu on a machine with a GPU" if torch.cuda.is_available()
-           else "no GPU was available to this run")
+        return (
+            f"- Device: {machine['device_name']} ({device}), "
+            f"{machine['device_memory_bytes'] / 2**30:.1f} GiB, compute capability "
+            f"{capability}, CUDA {machine['cuda']}, cuDNN {machine['cudnn']}; CUDA-only "
+            "knobs are held at PyTorch's defaults in the reduced space, set by the seeds' "
+            "checklist and searched in section 1b."
+        )
+    why = (
+        "--device cpu on a machine with a GPU"
+        if torch.cuda.is_available()
+        else "no GPU was available to this run"
+    )
     return f"- Device: CPU only ({why}; CUDA-only knobs are not searched)."
 
 
@@ -82,7 +87,8 @@ def header(settings: SuiteSettings, wall_s: float, load: tuple[float, float]) ->
     memory = machine["host_memory_bytes"] / 2**30
     versions = ", ".join(f"{p} {_version(p)}" for p in _PACKAGES)
     grids = "; ".join(
-        f"{g.name}: " + " x ".join(f"{_RANGE_NAMES.get(k, k)} {v}" for k, v in g.ranges().items())
+        f"{g.name}: "
+        + " x ".join(f"{_RANGE_NAMES.get(k, k)} {v}" for k, v in g.ranges().items())
         + f" = {g.grid_size} configurations, tuner budget {g.tuner_trials} trials"
         for g in settings.grids
     )
@@ -103,16 +109,23 @@ def header(settings: SuiteSettings, wall_s: float, load: tuple[float, float]) ->
         f"{plan.min_seconds:g} s; memory budget {settings.max_memory}"
         f"{' of GPU memory' if settings.on_cuda else ''}; each run a fresh process.",
         f"- Reduced space: {grids}; held at PyTorch's defaults: {fixed}"
-        + (f" (except where a grid above searches {', '.join(searched_too)})" if searched_too
-           else "") + ".",
+        + (
+            f" (except where a grid above searches {', '.join(searched_too)})"
+            if searched_too
+            else ""
+        )
+        + ".",
         f"- Tuner: confirmation of the top {settings.confirm_top} candidates and the baseline "
         f"over {settings.confirm_rounds} rounds, each run with a window "
         f"{CONFIRM_WINDOW_FACTOR}x as long in time (at least {plan.min_steps} steps and "
         f"{CONFIRM_WINDOW_FACTOR * plan.min_seconds:g} s); pruning on; "
-        + (f"seed {settings.seed}." if settings.tuner_runs == 1 else
-         f"{settings.tuner_runs} jobs per workload in section 1, seeds {settings.seed} to "
-         f"{settings.seed + settings.tuner_runs - 1}, judged on the one whose pick is the "
-         f"median; seed {settings.seed} elsewhere."),
+        + (
+            f"seed {settings.seed}."
+            if settings.tuner_runs == 1
+            else f"{settings.tuner_runs} jobs per workload in section 1, seeds {settings.seed} to "
+            f"{settings.seed + settings.tuner_runs - 1}, judged on the one whose pick is the "
+            f"median; seed {settings.seed} elsewhere."
+        ),
         f"- Comparisons: each configuration re-measured {settings.rounds} times, interleaved "
         "(order rotated each round); figures are medians; ratios come from the same session.",
     ]

@@ -52,8 +52,10 @@ def grid_configs(ctx: WorkloadContext) -> list[Config]:
     names = list(space.searched)
     configs = {
         config.key(): config
-        for config in (space.config_from(dict(zip(names, values, strict=True)))
-                       for values in itertools.product(*space.searched.values()))
+        for config in (
+            space.config_from(dict(zip(names, values, strict=True)))
+            for values in itertools.product(*space.searched.values())
+        )
     }
     assert len(configs) == space.size(), "the grid must cover the tuner's whole space"
     return list(configs.values())
@@ -74,8 +76,9 @@ def _ranks(values: Sequence[float]) -> np.ndarray:
     return np.argsort(np.argsort(np.asarray(values)))
 
 
-def prediction_findings(name: str, grid: GridOutcome, tuner: TunerOutcome,
-                        budget_bytes: int | None) -> list[str]:
+def prediction_findings(
+    name: str, grid: GridOutcome, tuner: TunerOutcome, budget_bytes: int | None
+) -> list[str]:
     """How well the tuner's profile predicted: its trials (measured / predicted), and its
     ranking of the whole grid against the grid's measurements (Spearman's rank correlation)."""
     if tuner.profile is None:
@@ -83,16 +86,24 @@ def prediction_findings(name: str, grid: GridOutcome, tuner: TunerOutcome,
     findings = PredictionCheck.of(tuner.timings).findings(name)
     measured = [grid.value(c) for c in grid.configs]
     predicted = predict_configs(tuner.profile, grid.configs, budget_bytes).samples_per_s
-    usable = [i for i, (m, p) in enumerate(zip(measured, predicted, strict=True))
-              if m > 0 and np.isfinite(p)]
+    usable = [
+        i
+        for i, (m, p) in enumerate(zip(measured, predicted, strict=True))
+        if m > 0 and np.isfinite(p)
+    ]
     if len(usable) >= 3:
-        rho = float(np.corrcoef(_ranks([measured[i] for i in usable]),
-                                _ranks([float(predicted[i]) for i in usable]))[0, 1])
+        rho = float(
+            np.corrcoef(
+                _ranks([measured[i] for i in usable]), _ranks([float(predicted[i]) for i in usable])
+            )[0, 1]
+        )
         top = grid.configs[max(usable, key=lambda i: float(predicted[i]))]
-        findings.append(f"{name}: the profile ranked the grid's {len(usable)} configurations "
-                        f"with Spearman's rho {rho:.2f} against their measurements; its "
-                        f"predicted best ({describe(top)}) is number {grid.rank(top)} of the "
-                        "grid.")
+        findings.append(
+            f"{name}: the profile ranked the grid's {len(usable)} configurations "
+            f"with Spearman's rho {rho:.2f} against their measurements; its "
+            f"predicted best ({describe(top)}) is number {grid.rank(top)} of the "
+            "grid."
+        )
     return findings
 
 
@@ -102,17 +113,26 @@ TARGET_OF_BEST = 0.95
 TARGET_WALL_SHARE = 0.25
 
 
-def target_finding(name: str, relative: float | None, wall_share: float,
-                   best: str = "the grid's best", grid: str = "the grid's wall time") -> str:
+def target_finding(
+    name: str,
+    relative: float | None,
+    wall_share: float,
+    best: str = "the grid's best",
+    grid: str = "the grid's wall time",
+) -> str:
     """Whether the pick met both targets, each said as met or not met with its figure."""
+
     def met(ok: bool) -> str:
         return "met" if ok else "**NOT met**"
 
-    quality = ("no ratio" if relative is None
-               else f"{relative:.2f}x, {met(relative >= TARGET_OF_BEST)}")
-    return (f"{name}: targets >= {TARGET_OF_BEST:.2f}x {best}: {quality}; <= "
-            f"{TARGET_WALL_SHARE:.0%} of {grid}: {wall_share:.1%}, "
-            f"{met(wall_share <= TARGET_WALL_SHARE)}.")
+    quality = (
+        "no ratio" if relative is None else f"{relative:.2f}x, {met(relative >= TARGET_OF_BEST)}"
+    )
+    return (
+        f"{name}: targets >= {TARGET_OF_BEST:.2f}x {best}: {quality}; <= "
+        f"{TARGET_WALL_SHARE:.0%} of {grid}: {wall_share:.1%}, "
+        f"{met(wall_share <= TARGET_WALL_SHARE)}."
+    )
 
 
 def section(results: Sequence[WorkloadResults]) -> Section:
@@ -126,9 +146,17 @@ def section(results: Sequence[WorkloadResults]) -> Section:
             "pick and the median wall time. The picks and the grid's best are re-measured the "
             "same way, interleaved in one session; *pick / best* is the ratio of those medians."
         ),
-        columns=["workload", "grid: configs, wall", "tuner: trials (search + confirm), wall",
-                 "true best (grid's fastest run)", "tuner's pick", "pick's grid rank",
-                 "best, samples/s", "pick, samples/s", "pick / best"],
+        columns=[
+            "workload",
+            "grid: configs, wall",
+            "tuner: trials (search + confirm), wall",
+            "true best (grid's fastest run)",
+            "tuner's pick",
+            "pick's grid rank",
+            "best, samples/s",
+            "pick, samples/s",
+            "pick / best",
+        ],
     )
     for result in results:
         grid, tuner, comparison = result.grid, result.tuner, result.comparison
@@ -137,35 +165,45 @@ def section(results: Sequence[WorkloadResults]) -> Section:
             confirm = run.counts.get("confirm", 0)
             rank = grid.rank(run.config)
             method = tuner_method(run.seed) if result.tuner_runs else TUNER
-            label = result.name if len(runs) == 1 else (
-                f"{result.name}, seed {run.seed}" + (" (median)" if run is tuner else ""))
-            out.rows.append([
-                label,
-                f"{len(grid.configs)}, {grid.wall_s:.0f} s",
-                f"{run.measured} ({run.measured - confirm} + {confirm}), {run.wall_s:.0f} s",
-                describe(grid.best()),
-                describe(run.config),
-                f"{rank} of {len(grid.configs)}" if rank else "outside the grid",
-                number(comparison.median(GRID_BEST)),
-                number(comparison.median(method)),
-                ratio(comparison.relative(method, GRID_BEST)),
-            ])
+            label = (
+                result.name
+                if len(runs) == 1
+                else (f"{result.name}, seed {run.seed}" + (" (median)" if run is tuner else ""))
+            )
+            out.rows.append(
+                [
+                    label,
+                    f"{len(grid.configs)}, {grid.wall_s:.0f} s",
+                    f"{run.measured} ({run.measured - confirm} + {confirm}), {run.wall_s:.0f} s",
+                    describe(grid.best()),
+                    describe(run.config),
+                    f"{rank} of {len(grid.configs)}" if rank else "outside the grid",
+                    number(comparison.median(GRID_BEST)),
+                    number(comparison.median(method)),
+                    ratio(comparison.relative(method, GRID_BEST)),
+                ]
+            )
         relative = comparison.relative(TUNER, GRID_BEST)
         wall_share = result.tuner_wall_s / grid.wall_s
         if len(runs) > 1:
             out.findings.append(
                 f"{result.name}: {len(runs)} tuner jobs (seeds {runs[0].seed} to "
                 f"{runs[-1].seed}); judged on the median pick (seed {tuner.seed}) and the median "
-                f"wall time ({result.tuner_wall_s:.0f} s); the picks / best: " + ", ".join(
-                    ratio(comparison.relative(tuner_method(run.seed), GRID_BEST))
-                    for run in runs) + ".")
+                f"wall time ({result.tuner_wall_s:.0f} s); the picks / best: "
+                + ", ".join(
+                    ratio(comparison.relative(tuner_method(run.seed), GRID_BEST)) for run in runs
+                )
+                + "."
+            )
         out.findings.append(target_finding(result.name, relative, wall_share))
         if relative is None:
             out.findings.append(f"{result.name}: a pick failed when re-measured; no ratio.")
         elif relative < 1.0 - TIE:
-            how = ("clearly (every run of the grid's best beat every run of the pick)"
-                   if comparison.clearly_apart(TUNER, GRID_BEST)
-                   else "within the run-to-run spread of this machine")
+            how = (
+                "clearly (every run of the grid's best beat every run of the pick)"
+                if comparison.clearly_apart(TUNER, GRID_BEST)
+                else "within the run-to-run spread of this machine"
+            )
             out.findings.append(
                 f"{result.name}: **the tuner lost to the grid's best** by "
                 f"{100 * (1 - relative):.0f}%, {how}; it took {wall_share:.0%} "
@@ -200,9 +238,17 @@ def default_space_section(results: Sequence[WorkloadResults]) -> Section:
             "space too: reaching it is necessary, not sufficient, for reaching the default "
             "space's best."
         ),
-        columns=["workload", "default space: configs", "tuner: trials (search + confirm), wall",
-                 "grid of it, estimated", "share", "tuner's pick", "pick, samples/s",
-                 "reduced grid's best, samples/s", "pick / best"],
+        columns=[
+            "workload",
+            "default space: configs",
+            "tuner: trials (search + confirm), wall",
+            "grid of it, estimated",
+            "share",
+            "tuner's pick",
+            "pick, samples/s",
+            "reduced grid's best, samples/s",
+            "pick / best",
+        ],
     )
     for result in results:
         tuner, grid, comparison = result.default_tuner, result.grid, result.comparison
@@ -212,20 +258,28 @@ def default_space_section(results: Sequence[WorkloadResults]) -> Section:
         grid_estimate = result.default_space_size * grid.wall_s / max(1, len(grid.configs))
         share = tuner.wall_s / grid_estimate if grid_estimate else float("inf")
         relative = comparison.relative(DEFAULT_SPACE, GRID_BEST)
-        out.rows.append([
-            result.name,
-            f"{result.default_space_size:,}",
-            f"{tuner.measured} ({tuner.measured - confirm} + {confirm}), {tuner.wall_s:.0f} s",
-            f"{grid_estimate / 3600:,.1f} h",
-            f"{share:.1%}",
-            describe(tuner.config),
-            number(comparison.median(DEFAULT_SPACE)),
-            number(comparison.median(GRID_BEST)),
-            ratio(relative),
-        ])
-        out.findings.append(target_finding(
-            result.name, relative, share, best="the reduced grid's best",
-            grid="the default space's grid (estimated)"))
+        out.rows.append(
+            [
+                result.name,
+                f"{result.default_space_size:,}",
+                f"{tuner.measured} ({tuner.measured - confirm} + {confirm}), {tuner.wall_s:.0f} s",
+                f"{grid_estimate / 3600:,.1f} h",
+                f"{share:.1%}",
+                describe(tuner.config),
+                number(comparison.median(DEFAULT_SPACE)),
+                number(comparison.median(GRID_BEST)),
+                ratio(relative),
+            ]
+        )
+        out.findings.append(
+            target_finding(
+                result.name,
+                relative,
+                share,
+                best="the reduced grid's best",
+                grid="the default space's grid (estimated)",
+            )
+        )
         out.findings.extend(PredictionCheck.of(tuner.timings).findings(result.name))
         out.findings.append(f"{result.name}: {tuner.verdict}")
     return out

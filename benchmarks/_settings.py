@@ -124,8 +124,12 @@ class SuiteSettings:
         if self.quality_plan is not None:
             return self.quality_plan
         defaults = TuneOptions(workload="builtin:image-cnn").confirm_plan()
-        return MeasurePlan(warmup_steps=self.plan.warmup_steps, min_steps=defaults.min_steps,
-                           min_seconds=defaults.min_seconds, seed=self.seed)
+        return MeasurePlan(
+            warmup_steps=self.plan.warmup_steps,
+            min_steps=defaults.min_steps,
+            min_seconds=defaults.min_seconds,
+            seed=self.seed,
+        )
 
     @property
     def on_cuda(self) -> bool:
@@ -142,17 +146,36 @@ FULL = SuiteSettings(
         WorkloadGrid("slow-storage", _CPU_BATCHES, _CPU_WORKERS, _CPU_AMP, tuner_trials=10),
         WorkloadGrid("image-cnn", _CPU_BATCHES, _CPU_WORKERS, _CPU_AMP, tuner_trials=10),
         # Batches up to 192 and glibc's trimming searched: default jobs pick both (section 1b).
-        WorkloadGrid("text-transformer", (16, 32, 64, 128, 192), (0, 2), _CPU_AMP,
-                     tuner_trials=10, retain_freed_memory=(False, True)),
+        WorkloadGrid(
+            "text-transformer",
+            (16, 32, 64, 128, 192),
+            (0, 2),
+            _CPU_AMP,
+            tuner_trials=10,
+            retain_freed_memory=(False, True),
+        ),
         # Built to mislead (benchmarks/workloads/): the best worker count far above the cores;
         # larger batches slower per sample and bf16 slower than fp32. Trial budgets in the
         # built-ins' proportion (a quarter of the grid). glibc's trimming searched: both
         # workloads' default jobs pick it (RESULTS-misleading.md 1b).
-        WorkloadGrid("many-workers", _CPU_BATCHES, (0, 2, 8, 24, 48), ("off",),
-                     tuner_trials=10, file="many_workers.py",
-                     retain_freed_memory=(False, True)),
-        WorkloadGrid("big-batch", (32, 64, 128, 256, 512, 1024), (0, 2), _CPU_AMP,
-                     tuner_trials=12, file="big_batch.py", retain_freed_memory=(False, True)),
+        WorkloadGrid(
+            "many-workers",
+            _CPU_BATCHES,
+            (0, 2, 8, 24, 48),
+            ("off",),
+            tuner_trials=10,
+            file="many_workers.py",
+            retain_freed_memory=(False, True),
+        ),
+        WorkloadGrid(
+            "big-batch",
+            (32, 64, 128, 256, 512, 1024),
+            (0, 2),
+            _CPU_AMP,
+            tuner_trials=12,
+            file="big_batch.py",
+            retain_freed_memory=(False, True),
+        ),
     ),
     plan=MeasurePlan(warmup_steps=2, min_steps=3, min_seconds=1.0),
     max_memory="4GiB",
@@ -171,8 +194,9 @@ _SMOKE_PLAN = MeasurePlan(warmup_steps=1, min_steps=2, min_seconds=0.2)
 SMOKE = SuiteSettings(
     label="smoke",
     grids=(
-        WorkloadGrid("slow-storage", batch_sizes=(32, 64), workers=(0, 2), amp=("off",),
-                     tuner_trials=2),
+        WorkloadGrid(
+            "slow-storage", batch_sizes=(32, 64), workers=(0, 2), amp=("off",), tuner_trials=2
+        ),
     ),
     plan=_SMOKE_PLAN,
     max_memory="4GiB",

@@ -26,22 +26,27 @@ from benchmarks._tuner import (
 )
 
 
-def _measure_workload(grid: WorkloadGrid, settings: SuiteSettings,
-                      db_path: Path) -> tuple[WorkloadResults, WorkloadContext]:
+def _measure_workload(
+    grid: WorkloadGrid, settings: SuiteSettings, db_path: Path
+) -> tuple[WorkloadResults, WorkloadContext]:
     ctx = WorkloadContext.open(grid, settings)
     db = open_database(str(db_path))
     try:
         grid_outcome = _search_quality.exhaustive_grid(ctx)
-        tuners = tuple(tune(ctx, db, grid.tuner_trials, seed=settings.seed + index)
-                       for index in range(settings.tuner_runs))
+        tuners = tuple(
+            tune(ctx, db, grid.tuner_trials, seed=settings.seed + index)
+            for index in range(settings.tuner_runs)
+        )
         # The budgets of the search-only alternatives: the jobs' medians.
         wall_s = median_wall_s(tuners)
         measured = int(statistics.median(t.measured for t in tuners))
-        alternatives = _alternatives.find_alternatives(ctx, grid_outcome, grid.tuner_trials,
-                                                       measured)
+        alternatives = _alternatives.find_alternatives(
+            ctx, grid_outcome, grid.tuner_trials, measured
+        )
         random_draws = _alternatives.random_at_wall_time(ctx, grid_outcome, wall_s)
-        alternatives.append(_alternatives.plain_search(tune(ctx, db, grid.tuner_trials,
-                                                            profile=False)))
+        alternatives.append(
+            _alternatives.plain_search(tune(ctx, db, grid.tuner_trials, profile=False))
+        )
         default_tuner = tune_default(ctx, db)
         configs = {tuner_method(t.seed): t.config for t in tuners}
         configs.update({GRID_BEST: grid_outcome.best(), DEFAULT_SPACE: default_tuner.config})
@@ -54,14 +59,28 @@ def _measure_workload(grid: WorkloadGrid, settings: SuiteSettings,
         quality = _quality.measure_quality(ctx, tuner.config)
     finally:
         db.dispose()
-    results = WorkloadResults(grid.name, grid_outcome, tuner, alternatives, comparison, quality,
-                              ctx.budget_bytes, tuple(random_draws), default_tuner,
-                              ctx.full_space().size(), tuners)
+    results = WorkloadResults(
+        grid.name,
+        grid_outcome,
+        tuner,
+        alternatives,
+        comparison,
+        quality,
+        ctx.budget_bytes,
+        tuple(random_draws),
+        default_tuner,
+        ctx.full_space().size(),
+        tuners,
+    )
     return results, ctx
 
 
-def run_suite(settings: SuiteSettings, output: Path, workloads: list[str] | None = None,
-              databases: Path | None = None) -> Path:
+def run_suite(
+    settings: SuiteSettings,
+    output: Path,
+    workloads: list[str] | None = None,
+    databases: Path | None = None,
+) -> Path:
     """Run every section on the chosen workloads (all by default) and write the report.
 
     The tuner's jobs go to one SQLite file per workload in ``databases``, kept to be read trial
@@ -76,8 +95,11 @@ def run_suite(settings: SuiteSettings, output: Path, workloads: list[str] | None
     grown: list[TunerOutcome] = []
     if databases is not None:
         databases.mkdir(parents=True, exist_ok=True)
-    with (contextlib.nullcontext(str(databases)) if databases is not None
-          else tempfile.TemporaryDirectory(prefix="autotune-bench-")) as workdir:
+    with (
+        contextlib.nullcontext(str(databases))
+        if databases is not None
+        else tempfile.TemporaryDirectory(prefix="autotune-bench-")
+    ) as workdir:
         for grid in grids:
             db_path = Path(workdir) / f"{grid.name}.db"
             result, ctx = _measure_workload(grid, settings, db_path)
@@ -109,22 +131,29 @@ def run_suite(settings: SuiteSettings, output: Path, workloads: list[str] | None
 _SECTION_3 = "## 3. Measurement quality"
 
 
-def run_quality_only(settings: SuiteSettings, output: Path,
-                     workloads: list[str] | None = None) -> Path:
+def run_quality_only(
+    settings: SuiteSettings, output: Path, workloads: list[str] | None = None
+) -> Path:
     """Re-measure section 3 alone on the committed picks and replace it in ``output``."""
     if not output.is_file() or _SECTION_3 not in output.read_text():
-        raise SystemExit(f"python -m benchmarks --only-quality: {output} is not a report with a "
-                         f"'{_SECTION_3}' section to replace; pass --output a copy of "
-                         "benchmarks/RESULTS.md")
+        raise SystemExit(
+            f"python -m benchmarks --only-quality: {output} is not a report with a "
+            f"'{_SECTION_3}' section to replace; pass --output a copy of "
+            "benchmarks/RESULTS.md"
+        )
     started = time.monotonic()
     load_before = os.getloadavg()[0]
-    grids = [g for g in settings.grids if (not workloads or g.name in workloads)
-             and g.name in COMMITTED_PICKS]
+    grids = [
+        g
+        for g in settings.grids
+        if (not workloads or g.name in workloads) and g.name in COMMITTED_PICKS
+    ]
     qualities = []
     for grid in grids:
         ctx = WorkloadContext.open(grid, settings)
-        qualities.append((grid.name, _quality.measure_quality(
-            ctx, COMMITTED_PICKS[grid.name], in_memory=False)))
+        qualities.append(
+            (grid.name, _quality.measure_quality(ctx, COMMITTED_PICKS[grid.name], in_memory=False))
+        )
     section = _quality.quality_only_section(qualities)
     wall = time.monotonic() - started
     load_after, cores = os.getloadavg()[0], os.cpu_count() or 1
@@ -133,8 +162,11 @@ def run_quality_only(settings: SuiteSettings, output: Path,
         f" in {wall / 60:.1f} min (`python -m benchmarks --only-quality`), {settings.repeats} "
         f"interleaved rounds; load average (1 min) at start / end "
         f"{load_before:.2f} / {load_after:.2f} on {cores} cores"
-        + (": other processes shared the cores, which widens the spread."
-           if max(load_before, load_after) > cores else ".")
+        + (
+            ": other processes shared the cores, which widens the spread."
+            if max(load_before, load_after) > cores
+            else "."
+        )
     )
     report = output.read_text()
     head, _, rest = report.partition(_SECTION_3)

@@ -39,14 +39,17 @@ class TunerOutcome:
         return len(self.timings)
 
 
-def tune(ctx: WorkloadContext, db: Database, n_trials: int, profile: bool = True,
-         seed: int | None = None) -> TunerOutcome:
+def tune(
+    ctx: WorkloadContext, db: Database, n_trials: int, profile: bool = True, seed: int | None = None
+) -> TunerOutcome:
     """One tuning job on the reduced space, with the suite's seed unless ``seed`` is given; wall
     time includes the probe, the profile (unless ``profile`` is False: the plain search) and
     confirmation."""
     options = ctx.options(n_trials, profile, seed)
-    log(f"{ctx.name}: tuner, {n_trials} search trials{'' if profile else ', no profile'}, "
-        f"seed {options.seed}")
+    log(
+        f"{ctx.name}: tuner, {n_trials} search trials{'' if profile else ', no profile'}, "
+        f"seed {options.seed}"
+    )
     return _run(ctx, db, options)
 
 
@@ -57,15 +60,21 @@ def default_options(ctx: WorkloadContext) -> TuneOptions:
     reduced = ctx.options(1)
     trials = ctx.settings.default_space_trials
     if trials is None:
-        return TuneOptions(workload=reduced.workload, device=reduced.device,
-                           max_memory=reduced.max_memory, seed=reduced.seed)
+        return TuneOptions(
+            workload=reduced.workload,
+            device=reduced.device,
+            max_memory=reduced.max_memory,
+            seed=reduced.seed,
+        )
     return reduced.model_copy(update={"fixed": {}, "ranges": {}, "n_trials": trials})
 
 
 def tune_default(ctx: WorkloadContext, db: Database) -> TunerOutcome:
     """The tuner as users run it (``default_options``), on the whole default space."""
-    log(f"{ctx.name}: tuner with default options on the default space "
-        f"({ctx.full_space().size():,} configurations)")
+    log(
+        f"{ctx.name}: tuner with default options on the default space "
+        f"({ctx.full_space().size():,} configurations)"
+    )
     return _run(ctx, db, default_options(ctx))
 
 
@@ -79,12 +88,19 @@ def _run(ctx: WorkloadContext, db: Database, options: TuneOptions) -> TunerOutco
     timings = job_timings(db, job_id)
     with db.session() as session:
         stored = session.get_one(Job, job_id).profile
-    measured_profile = (Profile.model_validate(stored) if stored and "error" not in stored
-                        else None)
+    measured_profile = Profile.model_validate(stored) if stored and "error" not in stored else None
     config = Config.model_validate(document["config"])
     log(f"{ctx.name}: tuner picked {describe(config)} in {wall:.0f} s")
-    return TunerOutcome(config, options.n_trials, wall, document["trials"], timings,
-                        document["verdict"], measured_profile, options.seed)
+    return TunerOutcome(
+        config,
+        options.n_trials,
+        wall,
+        document["trials"],
+        timings,
+        document["verdict"],
+        measured_profile,
+        options.seed,
+    )
 
 
 def tuner_method(seed: int) -> str:

@@ -52,7 +52,8 @@ def measure_workload(name: str, windows: list[float], rounds: int) -> list[str]:
         ctx = WorkloadContext.open(grid, FULL)
         pair = {"defaults": ctx.defaults(), "candidate": CANDIDATES[name]}
         runs: dict[tuple[float, str], list[Run]] = {
-            (window, arm): [] for window in windows for arm in pair}
+            (window, arm): [] for window in windows for arm in pair
+        }
         for index in range(rounds):
             shift = index % len(windows)
             for window in windows[shift:] + windows[:shift]:
@@ -66,10 +67,12 @@ def measure_workload(name: str, windows: list[float], rounds: int) -> list[str]:
     rows = []
     for window in windows:
         base, cand = runs[(window, "defaults")], runs[(window, "candidate")]
-        ratios = [c.samples_per_s / b.samples_per_s for c, b in zip(cand, base, strict=True)
-                  if c.samples_per_s and b.samples_per_s]
-        speeds = {arm: [run.samples_per_s or 0.0 for run in runs[(window, arm)]]
-                  for arm in pair}
+        ratios = [
+            c.samples_per_s / b.samples_per_s
+            for c, b in zip(cand, base, strict=True)
+            if c.samples_per_s and b.samples_per_s
+        ]
+        speeds = {arm: [run.samples_per_s or 0.0 for run in runs[(window, arm)]] for arm in pair}
         durations = [run.duration_s for run in base + cand]
         rows.append(
             f"| {name} | {window:g} s | {statistics.median(speeds['defaults']):,.1f} "
@@ -77,26 +80,32 @@ def measure_workload(name: str, windows: list[float], rounds: int) -> list[str]:
             f"{statistics.median(speeds['candidate']):,.1f} "
             f"({100 * (cv(speeds['candidate']) or 0):.1f}%) | "
             f"{statistics.median(ratios):.3f} | {100 * (cv(ratios) or 0):.1f}% | "
-            f"{min(ratios):.3f}-{max(ratios):.3f} | {statistics.fmean(durations):.1f} s |")
-    log(f"{name}: defaults {describe(pair['defaults'])}; candidate "
-        f"{describe(pair['candidate'])}")
+            f"{min(ratios):.3f}-{max(ratios):.3f} | {statistics.fmean(durations):.1f} s |"
+        )
+    log(f"{name}: defaults {describe(pair['defaults'])}; candidate {describe(pair['candidate'])}")
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workloads", nargs="+", default=list(CANDIDATES),
-                        choices=list(CANDIDATES))
-    parser.add_argument("--windows", default="3,6,9",
-                        help="window lengths in seconds, comma-separated")
+    parser.add_argument(
+        "--workloads", nargs="+", default=list(CANDIDATES), choices=list(CANDIDATES)
+    )
+    parser.add_argument(
+        "--windows", default="3,6,9", help="window lengths in seconds, comma-separated"
+    )
     parser.add_argument("--rounds", type=int, default=6)
     args = parser.parse_args()
     windows = [float(value) for value in args.windows.split(",")]
-    print(f"{args.rounds} interleaved rounds; windows of at least {SEARCH_PLAN.min_steps} "
-          f"steps and the seconds given; warm-up {SEARCH_PLAN.warmup_steps} steps (autotune "
-          f"run's defaults); device {FULL.device}.\n")
-    print("| workload | window | defaults, samples/s (CV) | candidate, samples/s (CV) | "
-          "paired ratio, median | its CV | its range | seconds a run |")
+    print(
+        f"{args.rounds} interleaved rounds; windows of at least {SEARCH_PLAN.min_steps} "
+        f"steps and the seconds given; warm-up {SEARCH_PLAN.warmup_steps} steps (autotune "
+        f"run's defaults); device {FULL.device}.\n"
+    )
+    print(
+        "| workload | window | defaults, samples/s (CV) | candidate, samples/s (CV) | "
+        "paired ratio, median | its CV | its range | seconds a run |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name in args.workloads:
         for row in measure_workload(name, windows, args.rounds):

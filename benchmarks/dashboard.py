@@ -36,8 +36,14 @@ from autotune.store import Database, Job, Trial, open_database, utcnow
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 READY_MS_JS = "performance.getEntriesByName('autotune-ready')[0].startTime"
 SORT_MS_JS = """() => {
@@ -53,24 +59,46 @@ def _trial(number: int, rng: random.Random, phase: str) -> Trial:
     batch = rng.choice([8, 16, 32, 64, 128, 256, 512])
     workers = rng.randrange(0, 17)
     amp = rng.choice(["off", "bf16"])
-    config = {"batch_size": batch, "num_workers": workers, "amp": amp, "pin_memory": False,
-              "prefetch_factor": 2 if workers else None, "persistent_workers": workers > 0,
-              "channels_last": False, "grad_accum_steps": 1}
+    config = {
+        "batch_size": batch,
+        "num_workers": workers,
+        "amp": amp,
+        "pin_memory": False,
+        "prefetch_factor": 2 if workers else None,
+        "persistent_workers": workers > 0,
+        "channels_last": False,
+        "grad_accum_steps": 1,
+    }
     speed = 400 * min(workers + 1, 8) * (1 + batch / 256) * (1.3 if amp == "bf16" else 1)
     failed = rng.random() < 0.1
     memory = int(2e8 + batch * 4e6 + workers * 6e7)
     started = utcnow()
     return Trial(
-        number=number, phase=phase, config=config, config_key=f"{number}", started_at=started,
-        outcome="oom" if failed else "ok", within_budget=not failed,
-        error=(f"out of memory: the process tree used {memory / 2**30:.1f} GiB, over the "
-               "budget of 4.0 GiB") if failed else None,
+        number=number,
+        phase=phase,
+        config=config,
+        config_key=f"{number}",
+        started_at=started,
+        outcome="oom" if failed else "ok",
+        within_budget=not failed,
+        error=(
+            f"out of memory: the process tree used {memory / 2**30:.1f} GiB, over the "
+            "budget of 4.0 GiB"
+        )
+        if failed
+        else None,
         samples_per_s=None if failed else speed * rng.uniform(0.9, 1.1),
         step_time_median_ms=None if failed else 1000 * batch / speed,
         step_time_p90_ms=None if failed else 1100 * batch / speed,
         data_wait_fraction=None if failed else rng.uniform(0, 0.8),
-        peak_memory_bytes=memory, peak_host_memory_bytes=memory, losses_finite=not failed,
-        steps=200, warmup_steps=5, window_s=2.0, finished_at=started, duration_s=4.0,
+        peak_memory_bytes=memory,
+        peak_host_memory_bytes=memory,
+        losses_finite=not failed,
+        steps=200,
+        warmup_steps=5,
+        window_s=2.0,
+        finished_at=started,
+        duration_s=4.0,
     )
 
 
@@ -80,26 +108,41 @@ def write_job(database: Database, trials: int) -> int:
     rows = [_trial(n + 1, rng, "search" if n < trials - 12 else "confirm") for n in range(trials)]
     best = max((r for r in rows if r.samples_per_s), key=lambda r: r.samples_per_s or 0)
     baseline = rows[0]
-    metrics = {"samples_per_s": best.samples_per_s, "step_time_ms": best.step_time_median_ms,
-               "peak_memory_bytes": best.peak_memory_bytes,
-               "peak_host_memory_bytes": best.peak_host_memory_bytes,
-               "data_wait_fraction": best.data_wait_fraction}
+    metrics = {
+        "samples_per_s": best.samples_per_s,
+        "step_time_ms": best.step_time_median_ms,
+        "peak_memory_bytes": best.peak_memory_bytes,
+        "peak_host_memory_bytes": best.peak_host_memory_bytes,
+        "data_wait_fraction": best.data_wait_fraction,
+    }
     recommendation = {
-        "schema": "autotune.recommendation/v1", "workload": "synthetic-500",
-        "config": best.config, "metrics": metrics,
-        "baseline": {"config": baseline.config,
-                     "metrics": {"samples_per_s": baseline.samples_per_s}},
+        "schema": "autotune.recommendation/v1",
+        "workload": "synthetic-500",
+        "config": best.config,
+        "metrics": metrics,
+        "baseline": {
+            "config": baseline.config,
+            "metrics": {"samples_per_s": baseline.samples_per_s},
+        },
         "speedup": (best.samples_per_s or 1) / (baseline.samples_per_s or 1),
-        "speedup_spread": None, "within_noise": False,
-        "verdict": "synthetic job for the page-load benchmark", "diagnosis": "synthetic",
+        "speedup_spread": None,
+        "within_noise": False,
+        "verdict": "synthetic job for the page-load benchmark",
+        "diagnosis": "synthetic",
         "exports": {"dataloader": {"batch_size": best.config["batch_size"]}},
         "memory_budget_bytes": 4 * 2**30,
     }
     with database.session() as session:
-        job = Job(workload="synthetic-500", workload_name="synthetic-500", status="succeeded",
-                  options={"n_trials": trials - 12, "device": "cpu"},
-                  device={"type": "cpu", "name": "benchmark CPU"},
-                  recommendation=recommendation, started_at=utcnow(), finished_at=utcnow())
+        job = Job(
+            workload="synthetic-500",
+            workload_name="synthetic-500",
+            status="succeeded",
+            options={"n_trials": trials - 12, "device": "cpu"},
+            device={"type": "cpu", "name": "benchmark CPU"},
+            recommendation=recommendation,
+            started_at=utcnow(),
+            finished_at=utcnow(),
+        )
         job.trials = rows
         session.add(job)
         session.flush()
@@ -111,9 +154,22 @@ def serve(db_url: str, directory: Path) -> Iterator[str]:
     port = 8000 + random.Random().randrange(1000, 9000)
     log = (directory / "server.log").open("wb")
     server = subprocess.Popen(
-        [sys.executable, "-c", "from autotune.cli import main; main()", "serve", "--no-worker",
-         "--port", str(port), "--db", db_url, "--log-level", "warning"],
-        stdout=log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-c",
+            "from autotune.cli import main; main()",
+            "serve",
+            "--no-worker",
+            "--port",
+            str(port),
+            "--db",
+            db_url,
+            "--log-level",
+            "warning",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):
@@ -149,8 +205,12 @@ def load_ms(browser: Browser, url: str, repeats: int, warm: bool) -> tuple[float
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.dashboard")
-    parser.add_argument("--trials", type=int, action="append",
-                        help="trials of a job (repeatable; default: 20 and 500)")
+    parser.add_argument(
+        "--trials",
+        type=int,
+        action="append",
+        help="trials of a job (repeatable; default: 20 and 500)",
+    )
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     sizes = args.trials or [20, 500]
@@ -165,38 +225,64 @@ def main(argv: list[str] | None = None) -> None:
             started = time.perf_counter()
             with database.session() as session:
                 page = report_page(job_page_data(session, job_id))
-            reports[size] = (directory / f"report-{size}.html", time.perf_counter() - started,
-                             len(page.encode()))
+            reports[size] = (
+                directory / f"report-{size}.html",
+                time.perf_counter() - started,
+                len(page.encode()),
+            )
             reports[size][0].write_text(page, encoding="utf-8")
         database.dispose()
         # The floor: a page that only loads plotly.js from disk and marks itself drawn.
         floor = directory / "plotly-only.html"
-        floor.write_text(f"<!doctype html><body><script>{get_plotlyjs()}</script><script>"
-                         "performance.mark('autotune-ready'); document.body.dataset.ready = '1'"
-                         "</script></body>", encoding="utf-8")
+        floor.write_text(
+            f"<!doctype html><body><script>{get_plotlyjs()}</script><script>"
+            "performance.mark('autotune-ready'); document.body.dataset.ready = '1'"
+            "</script></body>",
+            encoding="utf-8",
+        )
         with sync_playwright() as playwright, serve(db_url, directory) as base:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            rows.append((0, "plotly.js alone, from disk (the floor)",
-                         load_ms(browser, floor.as_uri(), args.repeats, warm=False)))
+            rows.append(
+                (
+                    0,
+                    "plotly.js alone, from disk (the floor)",
+                    load_ms(browser, floor.as_uri(), args.repeats, warm=False),
+                )
+            )
             for size, job_id in jobs.items():
                 url = f"{base}/jobs/{job_id}"
-                rows.append((size, "service, cold cache (plotly.js fetched)",
-                             load_ms(browser, url, args.repeats, warm=False)))
-                rows.append((size, "service, warm cache",
-                             load_ms(browser, url, args.repeats, warm=True)))
-                rows.append((size, "report file, from disk",
-                             load_ms(browser, reports[size][0].as_uri(), args.repeats, False)))
+                rows.append(
+                    (
+                        size,
+                        "service, cold cache (plotly.js fetched)",
+                        load_ms(browser, url, args.repeats, warm=False),
+                    )
+                )
+                rows.append(
+                    (size, "service, warm cache", load_ms(browser, url, args.repeats, warm=True))
+                )
+                rows.append(
+                    (
+                        size,
+                        "report file, from disk",
+                        load_ms(browser, reports[size][0].as_uri(), args.repeats, False),
+                    )
+                )
             browser.close()
     print("## 6. Dashboard: loading a job's page\n")
-    print(f"Median of {args.repeats} loads in headless chromium, from navigation start to the "
-          "page drawn (four plots and the table); `python -m benchmarks.dashboard`.\n")
+    print(
+        f"Median of {args.repeats} loads in headless chromium, from navigation start to the "
+        "page drawn (four plots and the table); `python -m benchmarks.dashboard`.\n"
+    )
     print("| trials | page | load (ms) | re-sort the table (ms) |\n|---:|---|---:|---:|")
     for size, name, (load, sort) in rows:
         print(f"| {size or ''} | {name} | {load:.0f} | {'' if sort != sort else f'{sort:.1f}'} |")
     print()
     for size, (_, seconds, length) in reports.items():
-        print(f"Writing the report of {size} trials: {seconds * 1000:.0f} ms, "
-              f"{length / 2**20:.1f} MiB.")
+        print(
+            f"Writing the report of {size} trials: {seconds * 1000:.0f} ms, "
+            f"{length / 2**20:.1f} MiB."
+        )
 
 
 if __name__ == "__main__":

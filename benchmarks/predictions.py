@@ -67,14 +67,20 @@ class TrialTiming:
 def job_timings(db: Database, job_id: int) -> list[TrialTiming]:
     """The job's trials in the order they ran."""
     with db.session() as session:
-        rows = session.scalars(select(Trial).where(Trial.job_id == job_id)
-                               .order_by(Trial.number))
-        return [TrialTiming(
-            r.phase, r.duration_s or 0.0, r.window_s,
-            r.samples_per_s if r.outcome == "ok" and not r.pruned else None,
-            r.predicted_samples_per_s, r.config_key,
-            describe(Config.model_validate(r.config)), r.prediction_scale)
-            for r in rows]
+        rows = session.scalars(select(Trial).where(Trial.job_id == job_id).order_by(Trial.number))
+        return [
+            TrialTiming(
+                r.phase,
+                r.duration_s or 0.0,
+                r.window_s,
+                r.samples_per_s if r.outcome == "ok" and not r.pruned else None,
+                r.predicted_samples_per_s,
+                r.config_key,
+                describe(Config.model_validate(r.config)),
+                r.prediction_scale,
+            )
+            for r in rows
+        ]
 
 
 @dataclass(frozen=True)
@@ -112,11 +118,16 @@ class PredictionCheck:
         searched = [t for t in timings if t.phase != "confirm" and t.ratio is not None]
         runs: dict[str, list[TrialTiming]] = {}
         for timing in timings:
-            if (timing.phase == "confirm" and timing.config_key != baseline
-                    and timing.ratio is not None):
+            if (
+                timing.phase == "confirm"
+                and timing.config_key != baseline
+                and timing.ratio is not None
+            ):
                 runs.setdefault(timing.config_key, []).append(timing)
-        finalists = [Finalist(entries[0].config_summary, _job_ratios(entries),
-                              _profile_ratios(entries)) for entries in runs.values()]
+        finalists = [
+            Finalist(entries[0].config_summary, _job_ratios(entries), _profile_ratios(entries))
+            for entries in runs.values()
+        ]
         return cls(_job_ratios(searched), _profile_ratios(searched), finalists)
 
     @property
@@ -129,20 +140,26 @@ class PredictionCheck:
         """One sentence on the search trials, one on the finalists against the target."""
         words = []
         if self.search:
-            words.append(f"{name}: its {len(self.search)} search trials came in at measured / "
-                         f"the job's prediction {_spread(self.search)}; / the profile's alone "
-                         f"{_spread(self.search_profile)}.")
+            words.append(
+                f"{name}: its {len(self.search)} search trials came in at measured / "
+                f"the job's prediction {_spread(self.search)}; / the profile's alone "
+                f"{_spread(self.search_profile)}."
+            )
         if self.finalists:
             low, high = TARGET_BAND
             met = self.within == len(self.finalists)
             profile_within = sum(1 for f in self.finalists if low <= f.profile_ratio <= high)
-            each = "; ".join(f"{f.summary} ({f.ratio:.2f}{_runs(f.job_ratios)}; profile alone "
-                             f"{f.profile_ratio:.2f})" for f in self.finalists)
+            each = "; ".join(
+                f"{f.summary} ({f.ratio:.2f}{_runs(f.job_ratios)}; profile alone "
+                f"{f.profile_ratio:.2f})"
+                for f in self.finalists
+            )
             words.append(
                 f"{name}: confirmed finalists at measured / the job's prediction (median of "
                 f"each one's runs) {each}: {self.within} of {len(self.finalists)} within "
                 f"{low}-{high}, {'met' if met else '**NOT met**'} ({profile_within} on the "
-                "profile's prediction alone).")
+                "profile's prediction alone)."
+            )
         return words
 
 
@@ -170,41 +187,54 @@ def _latest_job(db: Database) -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.predictions",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.predictions", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("db", help="the job's database URL, e.g. sqlite:///job.db")
     parser.add_argument("--job", type=int, help="the job's id (default: the latest)")
     args = parser.parse_args(argv)
     url = make_url(resolve_url(args.db))
     if url.get_backend_name() == "sqlite" and not Path(url.database or "").is_file():
-        print(f"{args.db}: no such SQLite file; give the database an `autotune run --db` "
-              "wrote to.", file=sys.stderr)
+        print(
+            f"{args.db}: no such SQLite file; give the database an `autotune run --db` wrote to.",
+            file=sys.stderr,
+        )
         return 2
     db = Database(url.render_as_string(hide_password=False))
     try:
         job_id = args.job if args.job is not None else _latest_job(db)
         timings = [] if job_id is None else job_timings(db, job_id)
     except SQLAlchemyError as exc:
-        print(f"{args.db} could not be read as autotune's database ({type(exc).__name__}); "
-              "give the database an `autotune run --db` wrote to.", file=sys.stderr)
+        print(
+            f"{args.db} could not be read as autotune's database ({type(exc).__name__}); "
+            "give the database an `autotune run --db` wrote to.",
+            file=sys.stderr,
+        )
         return 2
     if job_id is None:
-        print(f"{args.db} holds no job; give the database an `autotune run --db` wrote to.",
-              file=sys.stderr)
+        print(
+            f"{args.db} holds no job; give the database an `autotune run --db` wrote to.",
+            file=sys.stderr,
+        )
         return 2
     if not timings:
         print(f"job {job_id} has no trials in {args.db}; check --job.", file=sys.stderr)
         return 2
     print(f"job {job_id}: {len(timings)} trials")
     # m/p: measured / the profile's prediction; m/job: / the job's (the profile's x scale).
-    print(f"{'#':>3} {'phase':9} {'measured':>10} {'predicted':>10} {'scale':>5} {'m/p':>5} "
-          f"{'m/job':>5}  configuration")
+    print(
+        f"{'#':>3} {'phase':9} {'measured':>10} {'predicted':>10} {'scale':>5} {'m/p':>5} "
+        f"{'m/job':>5}  configuration"
+    )
     for number, t in enumerate(timings, start=1):  # as the CLI numbers them
-        print(f"{number:>3} {t.phase:9} {_number(t.samples_per_s):>10} "
-              f"{_number(t.predicted_samples_per_s):>10} {_ratio(t.prediction_scale):>5} "
-              f"{_ratio(t.ratio):>5} {_ratio(t.job_ratio):>5}  {t.config_summary}")
+        print(
+            f"{number:>3} {t.phase:9} {_number(t.samples_per_s):>10} "
+            f"{_number(t.predicted_samples_per_s):>10} {_ratio(t.prediction_scale):>5} "
+            f"{_ratio(t.ratio):>5} {_ratio(t.job_ratio):>5}  {t.config_summary}"
+        )
     for line in PredictionCheck.of(timings).findings(f"job {job_id}") or [
-            f"job {job_id}: no trial has both a measurement and a prediction."]:
+        f"job {job_id}: no trial has both a measurement and a prediction."
+    ]:
         print(line)
     return 0
 

@@ -40,57 +40,86 @@ def _config(name: str) -> Config:
 
 def _run(name: str, config: Config, seconds: float) -> dict[str, Any]:
     """One fresh plain-loop process; its answer, logged."""
-    answer = run_module("benchmarks._plain_loop", {
-        "workload": f"builtin:{name}", "config": config.model_dump(), "mode": "loader",
-        "device": "cpu",
-        "plan": {"warmup_steps": 0, "min_steps": 1, "min_seconds": seconds, "seed": 0},
-    }, timeout_s=seconds * 4 + 300)
+    answer = run_module(
+        "benchmarks._plain_loop",
+        {
+            "workload": f"builtin:{name}",
+            "config": config.model_dump(),
+            "mode": "loader",
+            "device": "cpu",
+            "plan": {"warmup_steps": 0, "min_steps": 1, "min_seconds": seconds, "seed": 0},
+        },
+        timeout_s=seconds * 4 + 300,
+    )
     if answer["outcome"] != "ok":
         raise SystemExit(f"{name}: the plain loop failed: {answer.get('error')}")
-    log(f"{name}, retain_freed_memory={config.retain_freed_memory}: "
+    log(
+        f"{name}, retain_freed_memory={config.retain_freed_memory}: "
         f"{answer['samples_per_s']:,.1f} samples/s, "
-        f"{answer['minor_faults_per_step']:,.0f} faults/step")
+        f"{answer['minor_faults_per_step']:,.0f} faults/step"
+    )
     return answer
 
 
-def measure(name: str, base: Config, rounds: int,
-            seconds: float) -> dict[str, list[dict[str, Any]]]:
+def measure(
+    name: str, base: Config, rounds: int, seconds: float
+) -> dict[str, list[dict[str, Any]]]:
     """Every arm once per round, the order alternating, so drift falls on both alike."""
-    return interleave({
-        arm: functools.partial(_run, name,
-                               base.model_copy(update={"retain_freed_memory": retain}), seconds)
-        for arm, retain in ARMS.items()
-    }, rounds)
+    return interleave(
+        {
+            arm: functools.partial(
+                _run, name, base.model_copy(update={"retain_freed_memory": retain}), seconds
+            )
+            for arm, retain in ARMS.items()
+        },
+        rounds,
+    )
 
 
-def _row(name: str, config: Config, arm: str, runs: list[dict[str, Any]],
-         reference: list[dict[str, Any]]) -> str:
+def _row(
+    name: str, config: Config, arm: str, runs: list[dict[str, Any]], reference: list[dict[str, Any]]
+) -> str:
     rates = [run["samples_per_s"] for run in runs]
     spread = cv(rates)
     ratio = statistics.median(rates) / statistics.median(r["samples_per_s"] for r in reference)
     faults = statistics.median(run["minor_faults_per_step"] for run in runs)
     rss = max(run["peak_rss_bytes"] for run in runs) / 2**20
-    return (f"| {name} | bs {config.batch_size}, workers {config.num_workers}, {config.amp} "
-            f"| {arm} | {statistics.median(rates):,.1f} | "
-            f"{'-' if spread is None else f'{spread:.1%}'} | {ratio:.2f}x | {faults:,.0f} "
-            f"| {rss:,.0f} MiB |")
+    return (
+        f"| {name} | bs {config.batch_size}, workers {config.num_workers}, {config.amp} "
+        f"| {arm} | {statistics.median(rates):,.1f} | "
+        f"{'-' if spread is None else f'{spread:.1%}'} | {ratio:.2f}x | {faults:,.0f} "
+        f"| {rss:,.0f} MiB |"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.retain_freed_memory",
-                                     description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--workload", action="append", default=None,
-                        help="a built-in workload (repeatable; default: text-transformer and "
-                             "image-cnn)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.retain_freed_memory",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
+    parser.add_argument(
+        "--workload",
+        action="append",
+        default=None,
+        help="a built-in workload (repeatable; default: text-transformer and image-cnn)",
+    )
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--seconds", type=float, default=60.0,
-                        help="the least seconds each run times, after one epoch of warm-up")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=60.0,
+        help="the least seconds each run times, after one epoch of warm-up",
+    )
     args = parser.parse_args(argv)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print(f"{started}, {device_info(torch.device('cpu')).name}, {args.rounds} rounds, "
-          f"at least {args.seconds:g} s timed per run\n")
-    print("| workload | configuration | malloc | samples/s (median) | CV | / defaults "
-          "| minor faults per step | peak RSS |")
+    print(
+        f"{started}, {device_info(torch.device('cpu')).name}, {args.rounds} rounds, "
+        f"at least {args.seconds:g} s timed per run\n"
+    )
+    print(
+        "| workload | configuration | malloc | samples/s (median) | CV | / defaults "
+        "| minor faults per step | peak RSS |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name in args.workload or ["text-transformer", "image-cnn"]:
         config = _config(name)

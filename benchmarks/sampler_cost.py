@@ -45,8 +45,7 @@ def _watch(pid: int, arm_flags: dict[str, Event], stop: Event) -> None:
         for arm, flag in arm_flags.items():
             if not flag.is_set():
                 continue
-            host_memory.PSS_REREAD_GROWTH = (-1.0 if arm == "pss every sample"
-                                             else as_trials_run_it)
+            host_memory.PSS_REREAD_GROWTH = -1.0 if arm == "pss every sample" else as_trials_run_it
             with host_memory.TreeMemorySampler(pid):
                 while flag.is_set() and not stop.is_set():
                     time.sleep(0.01)
@@ -60,15 +59,18 @@ def measure(workload_name: str, rounds: int, period_s: float) -> dict[str, Any]:
     watcher = context.Process(target=_watch, args=(os.getpid(), flags, stop), daemon=True)
     watcher.start()
     torch.manual_seed(0)
-    loop = TrainingLoop(load_workload(f"builtin:{workload_name}"),
-                        KNOB_BENCHMARK_CONFIGS[workload_name], torch.device("cpu"))
+    loop = TrainingLoop(
+        load_workload(f"builtin:{workload_name}"),
+        KNOB_BENCHMARK_CONFIGS[workload_name],
+        torch.device("cpu"),
+    )
     for _ in range(10):
         loop.step(loop.next_batch())
     rates: dict[str, list[float]] = {arm: [] for arm in ARMS}
     faults: list[float] = []
     try:
         for round_index in range(rounds):
-            order = ARMS[round_index % 3:] + ARMS[:round_index % 3]
+            order = ARMS[round_index % 3 :] + ARMS[: round_index % 3]
             for arm in order:
                 if arm in flags:
                     flags[arm].set()
@@ -81,8 +83,9 @@ def measure(workload_name: str, rounds: int, period_s: float) -> dict[str, Any]:
                     steps += 1
                 loop.check_finite()  # the period's losses were finite
                 rates[arm].append(samples / (time.perf_counter() - started))
-                faults.append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                               - faults_before) / steps)
+                faults.append(
+                    (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before) / steps
+                )
                 if arm in flags:
                     flags[arm].clear()
     finally:
@@ -97,15 +100,23 @@ def _quartiles(values: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.sampler_cost",
-                                     description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--workload", action="append", default=None,
-                        help="a built-in workload (repeatable; default: text-transformer)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.sampler_cost",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
+    parser.add_argument(
+        "--workload",
+        action="append",
+        default=None,
+        help="a built-in workload (repeatable; default: text-transformer)",
+    )
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--period", type=float, default=3.0, help="seconds per arm and round")
     args = parser.parse_args(argv)
-    print("| workload | batch, precision | minor faults per step | off, samples/s "
-          "| sampler / off | pss every sample / off |")
+    print(
+        "| workload | batch, precision | minor faults per step | off, samples/s "
+        "| sampler / off | pss every sample / off |"
+    )
     print("|---|---|---|---|---|---|")
     for name in args.workload or ["text-transformer"]:
         measured = measure(name, args.rounds, args.period)
@@ -113,9 +124,12 @@ def main(argv: list[str] | None = None) -> None:
         off = rates["off"]
         ratios = {arm: [a / b for a, b in zip(rates[arm], off, strict=True)] for arm in ARMS[1:]}
         pick = KNOB_BENCHMARK_CONFIGS[name]
-        print(f"| {name} | bs {pick.batch_size}, {pick.amp} | {measured['faults_per_step']:,.0f} "
-              f"| {statistics.median(off):,.0f} | {_quartiles(ratios['sampler'])} "
-              f"| {_quartiles(ratios['pss every sample'])} |", flush=True)
+        print(
+            f"| {name} | bs {pick.batch_size}, {pick.amp} | {measured['faults_per_step']:,.0f} "
+            f"| {statistics.median(off):,.0f} | {_quartiles(ratios['sampler'])} "
+            f"| {_quartiles(ratios['pss every sample'])} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -31,20 +31,29 @@ def measure(workload: str, output: Path) -> None:
     ctx = WorkloadContext.open(grid, FULL)
     options = ctx.options(grid.tuner_trials)
     outcome = exhaustive_grid(ctx)
-    output.write_text(json.dumps({
-        "workload": workload,
-        "tuner_trials": grid.tuner_trials,
-        "device": ctx.probe.device.model_dump(),
-        "workload_info": ctx.probe.workload.model_dump(),
-        "fixed": options.fixed,
-        "ranges": options.ranges,
-        "runs": [
-            {"config": config.model_dump(), "value": outcome.value(config),
-             "outcome": outcome.runs[config.key()].outcome if config.key() in outcome.runs
-             else "missing"}
-            for config in outcome.configs
-        ],
-    }, indent=1))
+    output.write_text(
+        json.dumps(
+            {
+                "workload": workload,
+                "tuner_trials": grid.tuner_trials,
+                "device": ctx.probe.device.model_dump(),
+                "workload_info": ctx.probe.workload.model_dump(),
+                "fixed": options.fixed,
+                "ranges": options.ranges,
+                "runs": [
+                    {
+                        "config": config.model_dump(),
+                        "value": outcome.value(config),
+                        "outcome": outcome.runs[config.key()].outcome
+                        if config.key() in outcome.runs
+                        else "missing",
+                    }
+                    for config in outcome.configs
+                ],
+            },
+            indent=1,
+        )
+    )
 
 
 def _search_once(grid: dict[str, Any], sampler_name: str, seed: int, trials: int) -> list[str]:
@@ -61,12 +70,18 @@ def _search_once(grid: dict[str, Any], sampler_name: str, seed: int, trials: int
     )
     from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo
 
-    space = SearchSpace(DeviceInfo.model_validate(grid["device"]),
-                        WorkloadInfo.model_validate(grid["workload_info"]),
-                        grid["fixed"], grid["ranges"])
+    space = SearchSpace(
+        DeviceInfo.model_validate(grid["device"]),
+        WorkloadInfo.model_validate(grid["workload_info"]),
+        grid["fixed"],
+        grid["ranges"],
+    )
     runs = {Config.model_validate(r["config"]).key(): r for r in grid["runs"]}
-    sampler = (optuna.samplers.RandomSampler(seed=seed) if sampler_name == "random"
-               else make_sampler(space, trials, seed))
+    sampler = (
+        optuna.samplers.RandomSampler(seed=seed)
+        if sampler_name == "random"
+        else make_sampler(space, trials, seed)
+    )
     study = optuna.create_study(direction="maximize", sampler=sampler)
     if sampler_name == "tpe_categorical":  # this version's loop, every knob a category
         study.set_user_attr("params", "categorical")
@@ -99,9 +114,13 @@ def replay(grid_path: Path, seeds: int, trials: int) -> None:
     values = {Config.model_validate(r["config"]).key(): r["value"] for r in grid["runs"]}
     ranked = sorted(values.values(), reverse=True)
     best = ranked[0]
-    report: dict[str, Any] = {"autotune": str(Path(autotune.__file__).parent),
-                              "workload": grid["workload"], "grid": len(values),
-                              "trials": trials, "seeds": seeds}
+    report: dict[str, Any] = {
+        "autotune": str(Path(autotune.__file__).parent),
+        "workload": grid["workload"],
+        "grid": len(values),
+        "trials": trials,
+        "seeds": seeds,
+    }
     import autotune.search
 
     samplers = ["tpe", "random"]
@@ -116,7 +135,8 @@ def replay(grid_path: Path, seeds: int, trials: int) -> None:
         quartiles = statistics.quantiles(ratios, n=4)
         report[sampler_name] = {
             "median_ratio": round(statistics.median(ratios), 4),
-            "q1_ratio": round(quartiles[0], 4), "q3_ratio": round(quartiles[2], 4),
+            "q1_ratio": round(quartiles[0], 4),
+            "q3_ratio": round(quartiles[2], 4),
             "min_ratio": round(min(ratios), 4),
             "mean_ratio": round(statistics.fmean(ratios), 4),
             "found_best": sum(rank == 1 for rank in ranks),

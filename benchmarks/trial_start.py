@@ -121,30 +121,45 @@ def _jobs(workloads: list[str], rounds: int, n_trials: int = 4) -> None:
                     with _start_mode(mode):
                         overhead = Overhead.of(tune(ctx, db, n_trials))
                     results.setdefault((workload, mode), []).append(overhead)
-                    print(f"# job {workload} round {number + 1} {mode}: wall "
-                          f"{overhead.wall_s:.1f} s, {overhead.processes} processes, "
-                          f"per trial {overhead.per_trial_s or 0:.2f} s", flush=True)
-    print(f"\nWhole jobs ({n_trials} search trials, section 4's settings), median (min-max) "
-          f"over {rounds} interleaved rounds.\n")
-    print("| workload | start | trial processes | tuning wall | fixed overhead per trial | "
-          "fixed overhead share |")
+                    print(
+                        f"# job {workload} round {number + 1} {mode}: wall "
+                        f"{overhead.wall_s:.1f} s, {overhead.processes} processes, "
+                        f"per trial {overhead.per_trial_s or 0:.2f} s",
+                        flush=True,
+                    )
+    print(
+        f"\nWhole jobs ({n_trials} search trials, section 4's settings), median (min-max) "
+        f"over {rounds} interleaved rounds.\n"
+    )
+    print(
+        "| workload | start | trial processes | tuning wall | fixed overhead per trial | "
+        "fixed overhead share |"
+    )
     print("|---|---|---|---|---|---|")
     for (workload, mode), runs in results.items():
         share = [100 * (run.fixed_fraction or 0.0) for run in runs]
-        print(f"| {workload.removeprefix('builtin:')} | {mode} | "
-              f"{statistics.median(run.processes for run in runs):.0f} | "
-              f"{_cell([run.wall_s for run in runs])} | "
-              f"{_cell([run.per_trial_s or 0.0 for run in runs])} | "
-              f"{statistics.median(share):.1f}% ({min(share):.1f}-{max(share):.1f}) |")
+        print(
+            f"| {workload.removeprefix('builtin:')} | {mode} | "
+            f"{statistics.median(run.processes for run in runs):.0f} | "
+            f"{_cell([run.wall_s for run in runs])} | "
+            f"{_cell([run.per_trial_s or 0.0 for run in runs])} | "
+            f"{statistics.median(share):.1f}% ({min(share):.1f}-{max(share):.1f}) |"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--workloads", nargs="+",
-                        default=["builtin:slow-storage", "builtin:text-transformer"])
-    parser.add_argument("--jobs", type=int, default=0, metavar="ROUNDS",
-                        help="also time whole tuning jobs, this many rounds each way")
+    parser.add_argument(
+        "--workloads", nargs="+", default=["builtin:slow-storage", "builtin:text-transformer"]
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="also time whole tuning jobs, this many rounds each way",
+    )
     args = parser.parse_args()
     process_module._read_events = _timed_read_events
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
@@ -154,15 +169,19 @@ def main() -> None:
             for mode in modes:
                 figures = measure_once(workload, mode)
                 results.setdefault((workload, mode), []).append(figures)
-                print(f"# {workload} round {number + 1} {mode}: "
-                      + ", ".join(f"{k} {v:.2f}" for k, v in figures.items()), flush=True)
+                print(
+                    f"# {workload} round {number + 1} {mode}: "
+                    + ", ".join(f"{k} {v:.2f}" for k, v in figures.items()),
+                    flush=True,
+                )
     keys = ("probe", "to started", "to warm-up", "trial", "peak host memory")
     print(f"\nMedian (min-max) over {args.rounds} interleaved rounds, CPU, plan {PLAN}.\n")
     print("| workload | start | " + " | ".join(keys) + " |")
     print("|---|---|" + "---|" * len(keys))
     for (workload, mode), runs in results.items():
-        cells = [_cell([run[key] for run in runs], "MiB" if "memory" in key else "s")
-                 for key in keys]
+        cells = [
+            _cell([run[key] for run in runs], "MiB" if "memory" in key else "s") for key in keys
+        ]
         print(f"| {workload.removeprefix('builtin:')} | {mode} | " + " | ".join(cells) + " |")
     if args.jobs:
         _jobs(args.workloads, args.jobs)

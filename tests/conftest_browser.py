@@ -16,8 +16,14 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 #: Screenshots are also copied here (git-ignored), to look at after a run.
 TEST_OUTPUT = Path(__file__).parent.parent / "test-output"
@@ -28,8 +34,10 @@ READY_TIMEOUT_MS = 60_000
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing; install Debian's chromium package "
-                    "(apt-get install chromium), as .ci/run does")
+        pytest.fail(
+            f"{CHROMIUM} is missing; install Debian's chromium package "
+            "(apt-get install chromium), as .ci/run does"
+        )
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield launched

@@ -33,12 +33,17 @@ POSTGRES_URL = os.environ.get(
 TESTS = Path(__file__).parent
 #: The smallest job that still searches, confirms and recommends (a few seconds a trial).
 FAST_JOB: dict[str, Any] = {
-    "n_trials": 3, "min_seconds": 0.3, "min_steps": 3, "warmup_steps": 1,
-    "confirm_rounds": 1, "confirm_top": 1,
+    "n_trials": 3,
+    "min_seconds": 0.3,
+    "min_steps": 3,
+    "warmup_steps": 1,
+    "confirm_rounds": 1,
+    "confirm_top": 1,
     # The profile (about 10 s a job) and torch.compile (15 s and more a compiled trial on this
     # CPU) have their own tests (test_profile.py, test_compile.py); service tests test the
     # service.
-    "profile": False, "fixed": {"compile": "off"},
+    "profile": False,
+    "fixed": {"compile": "off"},
 }
 #: Short, so that a killed worker's job is taken over quickly (heartbeats every 2 s).
 HEARTBEAT_TIMEOUT_S = 6.0
@@ -154,8 +159,9 @@ def running_trials(worker: Process) -> list[psutil.Process]:
     for child in psutil.Process(worker.pid).children():
         with contextlib.suppress(psutil.NoSuchProcess):
             if "autotune.runner._forkserver" in child.cmdline():
-                trials += [t for t in child.children(recursive=True)
-                           if t.status() != psutil.STATUS_ZOMBIE]
+                trials += [
+                    t for t in child.children(recursive=True) if t.status() != psutil.STATUS_ZOMBIE
+                ]
     return trials
 
 
@@ -164,15 +170,17 @@ def clean_env(**extra: str) -> dict[str, str]:
 
     The test session's device-lock directory is kept (see ``conftest.py``).
     """
-    environment = {k: v for k, v in os.environ.items()
-                   if not k.startswith("AUTOTUNE_") or k == LOCK_DIR_ENV}
+    environment = {
+        k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_") or k == LOCK_DIR_ENV
+    }
     return {**environment, **extra}
 
 
 def start_autotune(args: list[str], log: Path, env: dict[str, str] | None = None) -> Process:
     with log.open("ab") as out:
-        popen = subprocess.Popen([*AUTOTUNE, *args], stdout=out, stderr=subprocess.STDOUT,
-                                 env=clean_env(**(env or {})))
+        popen = subprocess.Popen(
+            [*AUTOTUNE, *args], stdout=out, stderr=subprocess.STDOUT, env=clean_env(**(env or {}))
+        )
     return Process(popen, log)
 
 
@@ -193,15 +201,26 @@ class Service:
     def start_worker(self, heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S) -> Process:
         log = self.directory / f"worker-{len(self.workers)}.log"
         worker = start_autotune(
-            ["worker", "--db", self.db_url, "--heartbeat-timeout", str(heartbeat_timeout_s),
-             "--poll-interval", "0.2"], log)
+            [
+                "worker",
+                "--db",
+                self.db_url,
+                "--heartbeat-timeout",
+                str(heartbeat_timeout_s),
+                "--poll-interval",
+                "0.2",
+            ],
+            log,
+        )
         self.workers.append(worker)
         return worker
 
     def logs(self) -> str:
         """The last lines of the server's and the workers' output, for failure messages."""
-        return "\n".join(f"--- {p.log.name}\n" + "\n".join(p.output().splitlines()[-30:])
-                         for p in [self.server, *self.workers])
+        return "\n".join(
+            f"--- {p.log.name}\n" + "\n".join(p.output().splitlines()[-30:])
+            for p in [self.server, *self.workers]
+        )
 
     def stop_workers(self) -> None:
         for worker in self.workers:
@@ -227,11 +246,22 @@ def start_service(
     db_url = db_url or f"sqlite:///{directory / 'service.db'}"
     port = free_port()
     server = start_autotune(
-        ["serve", "--port", str(port), "--db", db_url, "--workloads-dir", str(workloads),
-         "--worker" if embedded_worker else "--no-worker",
-         "--heartbeat-timeout", str(HEARTBEAT_TIMEOUT_S),
-         "--log-level", "warning"],
-        directory / "server.log", env,
+        [
+            "serve",
+            "--port",
+            str(port),
+            "--db",
+            db_url,
+            "--workloads-dir",
+            str(workloads),
+            "--worker" if embedded_worker else "--no-worker",
+            "--heartbeat-timeout",
+            str(HEARTBEAT_TIMEOUT_S),
+            "--log-level",
+            "warning",
+        ],
+        directory / "server.log",
+        env,
     )
     service = Service(db_url, f"http://127.0.0.1:{port}", server, directory)
 

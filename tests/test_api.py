@@ -51,11 +51,19 @@ def store_job(service: Service, **values: Any) -> int:
             session.add(job)
             session.flush()
             for number in (1, 2):
-                session.add(Trial(
-                    job=job, number=number, phase="search", config={"batch_size": 8 * number},
-                    config_key=str(number), outcome="ok", samples_per_s=100.0 * number,
-                    losses_finite=True, duration_s=1.5,
-                ))
+                session.add(
+                    Trial(
+                        job=job,
+                        number=number,
+                        phase="search",
+                        config={"batch_size": 8 * number},
+                        config_key=str(number),
+                        outcome="ok",
+                        samples_per_s=100.0 * number,
+                        losses_finite=True,
+                        duration_s=1.5,
+                    )
+                )
             return job.id
     finally:
         db.dispose()
@@ -85,8 +93,12 @@ def test_submit_answers_202_with_the_job_and_its_location(http: httpx.Client) ->
     assert response.headers["location"] == f"/v1/jobs/{job['id']}"
     assert job["status"] == "queued" and job["workload"] == "tiny"
     assert job["options"]["n_trials"] == 5 and job["options"]["workload"] == "tiny"
-    assert job["progress"] == {"trials_done": 0, "trials_budget": 5, "confirm_done": 0,
-                               "best": None}
+    assert job["progress"] == {
+        "trials_done": 0,
+        "trials_budget": 5,
+        "confirm_done": 0,
+        "best": None,
+    }
     assert http.get(response.headers["location"]).json() == job
 
 
@@ -106,8 +118,7 @@ def test_progress_trials_and_recommendation_of_a_finished_job(
     service: Service, http: httpx.Client
 ) -> None:
     document = {"schema": "autotune.recommendation/v1", "config": {"batch_size": 16}}
-    job_id = store_job(service, status="succeeded", recommendation=document,
-                       finished_at=utcnow())
+    job_id = store_job(service, status="succeeded", recommendation=document, finished_at=utcnow())
     job = http.get(f"/v1/jobs/{job_id}").json()
     assert job["recommendation_ready"] is True
     assert job["progress"]["trials_done"] == 2
@@ -160,25 +171,28 @@ def test_the_api_over_postgresql(tmp_path: Path) -> None:
 # -- every bad input is a 4xx that says what to do -------------------------------------------
 
 
-@pytest.mark.parametrize(("body", "message"), [
-    ({"workload": "nope"}, "unknown workload 'nope'; submit one of"),
-    ({"workload": "/etc/passwd"}, "unknown workload '/etc/passwd'"),
-    ({"workload": "../workloads/tiny.py"}, "files and modules cannot be named directly"),
-    ({"workload": "os:system"}, "unknown workload 'os:system'"),
-    ({"workload": "builtin:nope"}, "unknown workload 'builtin:nope'"),
-    ({"fixed": {"batch_size": 0}}, "batch_size 0 is not positive; use 1 or more"),
-    ({"fixed": {"warp_speed": 9}}, "unknown knob 'warp_speed'; known knobs are: batch_size"),
-    ({"baseline": {"amp": "int4"}}, "amp takes one of off, fp16, bf16"),
-    ({"ranges": {"amp": "1..2"}}, "a lo..hi range needs a numeric knob"),
-    ({"effective_batch": 100}, "effective batch 100 is not a multiple of 8"),
-    ({"max_memory": "lots"}, "'lots' is not a size; write bytes, 8GB, 512MiB or 80%"),
-    ({"device": "tpu"}, "device 'tpu' is not a device; use auto, cpu or cuda:N"),
-    ({"n_trials": 0}, "greater than or equal to 1"),
-    ({"n_trials": 100_000}, "less than or equal to 1000"),
-    ({"trial_timeout_s": 1e9}, "less than or equal to 3600"),
-    ({"time_budget_s": -1}, "greater than 0"),
-    ({"n_trial": 5}, "Extra inputs are not permitted"),
-])
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"workload": "nope"}, "unknown workload 'nope'; submit one of"),
+        ({"workload": "/etc/passwd"}, "unknown workload '/etc/passwd'"),
+        ({"workload": "../workloads/tiny.py"}, "files and modules cannot be named directly"),
+        ({"workload": "os:system"}, "unknown workload 'os:system'"),
+        ({"workload": "builtin:nope"}, "unknown workload 'builtin:nope'"),
+        ({"fixed": {"batch_size": 0}}, "batch_size 0 is not positive; use 1 or more"),
+        ({"fixed": {"warp_speed": 9}}, "unknown knob 'warp_speed'; known knobs are: batch_size"),
+        ({"baseline": {"amp": "int4"}}, "amp takes one of off, fp16, bf16"),
+        ({"ranges": {"amp": "1..2"}}, "a lo..hi range needs a numeric knob"),
+        ({"effective_batch": 100}, "effective batch 100 is not a multiple of 8"),
+        ({"max_memory": "lots"}, "'lots' is not a size; write bytes, 8GB, 512MiB or 80%"),
+        ({"device": "tpu"}, "device 'tpu' is not a device; use auto, cpu or cuda:N"),
+        ({"n_trials": 0}, "greater than or equal to 1"),
+        ({"n_trials": 100_000}, "less than or equal to 1000"),
+        ({"trial_timeout_s": 1e9}, "less than or equal to 3600"),
+        ({"time_budget_s": -1}, "greater than 0"),
+        ({"n_trial": 5}, "Extra inputs are not permitted"),
+    ],
+)
 def test_bad_job_bodies_are_422_with_the_reason(
     http: httpx.Client, body: dict[str, Any], message: str
 ) -> None:
@@ -188,8 +202,9 @@ def test_bad_job_bodies_are_422_with_the_reason(
 
 
 def test_a_body_that_is_not_json_is_422(http: httpx.Client) -> None:
-    response = http.post("/v1/jobs", content=b"{not json",
-                         headers={"content-type": "application/json"})
+    response = http.post(
+        "/v1/jobs", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert response.status_code == 422
 
 
@@ -207,14 +222,18 @@ def chunks() -> Iterator[bytes]:
 
 
 def test_an_oversized_streamed_body_is_413_too(http: httpx.Client) -> None:
-    response = http.post("/v1/jobs", content=chunks(),
-                         headers={"content-type": "application/json"})
+    response = http.post("/v1/jobs", content=chunks(), headers={"content-type": "application/json"})
     assert response.status_code == 413
 
 
-@pytest.mark.parametrize("path", [
-    "/v1/jobs/424242", "/v1/jobs/424242/trials", "/v1/jobs/424242/recommendation",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/jobs/424242",
+        "/v1/jobs/424242/trials",
+        "/v1/jobs/424242/recommendation",
+    ],
+)
 def test_unknown_jobs_are_404(http: httpx.Client, path: str) -> None:
     response = http.get(path)
     assert response.status_code == 404
@@ -234,26 +253,29 @@ def test_bad_paging_and_status_filters_are_422(http: httpx.Client) -> None:
     assert http.get("/v1/jobs", params={"status": "sleeping"}).status_code == 422
 
 
-def test_recommendation_is_409_until_the_job_has_one(service: Service,
-                                                     http: httpx.Client) -> None:
+def test_recommendation_is_409_until_the_job_has_one(service: Service, http: httpx.Client) -> None:
     queued = submit(http).json()["id"]
     response = http.get(f"/v1/jobs/{queued}/recommendation")
     assert response.status_code == 409
-    assert detail(response) == (f"job {queued} is queued and has no recommendation yet; wait "
-                                "until its status is succeeded")
+    assert detail(response) == (
+        f"job {queued} is queued and has no recommendation yet; wait until its status is succeeded"
+    )
     failed = store_job(service, status="failed", error="every trial crashed.")
     response = http.get(f"/v1/jobs/{failed}/recommendation")
     assert response.status_code == 409
-    assert detail(response) == (f"job {failed} failed without a recommendation (every trial "
-                                "crashed); fix the cause and submit the job again")
+    assert detail(response) == (
+        f"job {failed} failed without a recommendation (every trial "
+        "crashed); fix the cause and submit the job again"
+    )
 
 
 def test_cancel_of_a_finished_job_is_409(service: Service, http: httpx.Client) -> None:
     done = store_job(service, status="succeeded")
     response = http.post(f"/v1/jobs/{done}/cancel")
     assert response.status_code == 409
-    assert detail(response) == (f"job {done} already succeeded and cannot be cancelled; "
-                                "submit a new job to run it again")
+    assert detail(response) == (
+        f"job {done} already succeeded and cannot be cancelled; submit a new job to run it again"
+    )
 
 
 # -- auth and where the server listens -------------------------------------------------------
@@ -266,15 +288,23 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     running.stop()
 
 
-@pytest.mark.parametrize("headers", [
-    {}, {"authorization": "Bearer wrong-token-of-some-length"},
-    {"authorization": f"Basic {TOKEN}"}, {"authorization": f"Bearer {TOKEN}x"},
-])
-def test_with_a_token_every_v1_request_needs_it(guarded: Service,
-                                                headers: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"authorization": "Bearer wrong-token-of-some-length"},
+        {"authorization": f"Basic {TOKEN}"},
+        {"authorization": f"Bearer {TOKEN}x"},
+    ],
+)
+def test_with_a_token_every_v1_request_needs_it(guarded: Service, headers: dict[str, str]) -> None:
     with httpx.Client(base_url=guarded.base_url, headers=headers) as client:
-        for method, path in [("GET", "/v1/jobs"), ("GET", "/v1/workloads"),
-                             ("POST", "/v1/jobs"), ("GET", "/v1/jobs/1")]:
+        for method, path in [
+            ("GET", "/v1/jobs"),
+            ("GET", "/v1/workloads"),
+            ("POST", "/v1/jobs"),
+            ("GET", "/v1/jobs/1"),
+        ]:
             response = client.request(method, path, json={"workload": "tiny"})
             assert response.status_code == 401, (method, path)
             assert response.headers["www-authenticate"] == "Bearer"
@@ -291,7 +321,10 @@ def test_the_right_token_is_let_in_and_health_needs_none(guarded: Service) -> No
 def test_serve_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
     result = subprocess.run(
         [*AUTOTUNE, "serve", "--host", "0.0.0.0", "--db", str(tmp_path / "x.db")],
-        capture_output=True, text=True, timeout=120, env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(),
     )
     assert result.returncode == 1
     assert result.stderr.strip() == (
@@ -332,8 +365,9 @@ def test_submit_and_jobs_commands(service: Service) -> None:
 
     refused = runner.invoke(app, ["jobs", "recommendation", str(job_id), *server])
     assert refused.exit_code == 1
-    assert str(refused.exception) == (f"job {job_id} is queued and has no recommendation yet; "
-                                      "wait until its status is succeeded")
+    assert str(refused.exception) == (
+        f"job {job_id} is queued and has no recommendation yet; wait until its status is succeeded"
+    )
     bad = runner.invoke(app, ["submit", "tiny", "--fix", "batch_size=0", *server])
     assert str(bad.exception) == "fixed batch_size='0': batch_size 0 is not positive; use 1 or more"
 

@@ -47,9 +47,12 @@ def job_state(http: httpx.Client, job_id: int) -> dict[str, Any]:
 
 def wait_until_finished(http: httpx.Client, job_id: int, timeout_s: float) -> dict[str, Any]:
     return wait_for(
-        lambda: (job := job_state(http, job_id))["status"] in ("succeeded", "failed",
-                                                                "cancelled") and job,
-        timeout_s, f"job {job_id} to finish",
+        lambda: (
+            (job := job_state(http, job_id))["status"] in ("succeeded", "failed", "cancelled")
+            and job
+        ),
+        timeout_s,
+        f"job {job_id} to finish",
     )
 
 
@@ -62,8 +65,7 @@ def stored_trials(service: Service, job_id: int) -> list[Trial]:
     db = open_database(service.db_url)
     try:
         with db.session() as session:
-            rows = list(session.query(Trial).filter(Trial.job_id == job_id)
-                        .order_by(Trial.number))
+            rows = list(session.query(Trial).filter(Trial.job_id == job_id).order_by(Trial.number))
             session.expunge_all()
             return rows
     finally:
@@ -77,8 +79,7 @@ def test_a_full_job_on_the_embedded_worker_ends_in_a_recommendation(
     service = start_service(tmp_path_factory.mktemp("embedded"), embedded_worker=True)
     try:
         with service.client() as http:
-            submitted = http.post("/v1/jobs", json={"workload": "builtin:slow-storage",
-                                                    **FAST_JOB})
+            submitted = http.post("/v1/jobs", json={"workload": "builtin:slow-storage", **FAST_JOB})
             assert submitted.status_code == 202
             job_id = submitted.json()["id"]
             job = wait_until_finished(http, job_id, 150)
@@ -104,8 +105,13 @@ def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost_or_repeated(
     with service.client() as http:
         job_id = http.post("/v1/jobs", json={"workload": "tiny", **FAST_JOB}).json()["id"]
         # Kill it while a trial runs, after at least two have finished.
-        wait_for(lambda: job_state(http, job_id)["progress"]["trials_done"] >= 2
-                 and running_trials(first), 120, "two finished trials and a third running")
+        wait_for(
+            lambda: (
+                job_state(http, job_id)["progress"]["trials_done"] >= 2 and running_trials(first)
+            ),
+            120,
+            "two finished trials and a third running",
+        )
         first.kill_tree()
         before = {t.number: t for t in stored_trials(service, job_id)}
         assert job_state(http, job_id)["status"] == "running"  # until its heartbeat is stale
@@ -122,8 +128,11 @@ def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost_or_repeated(
     by_number = {t.number: t for t in after}
     for number, trial in before.items():  # every finished trial is still there, unchanged
         kept = by_number[number]
-        assert (kept.config_key, kept.outcome, kept.samples_per_s) == \
-            (trial.config_key, trial.outcome, trial.samples_per_s)
+        assert (kept.config_key, kept.outcome, kept.samples_per_s) == (
+            trial.config_key,
+            trial.outcome,
+            trial.samples_per_s,
+        )
     searched = [t.config_key for t in after if t.phase != "confirm" and not t.interrupted]
     assert len(searched) == len(set(searched)) == FAST_JOB["n_trials"]  # none measured twice
     # The search trial the kill interrupted is recorded as such (and was retried once).
@@ -136,10 +145,16 @@ def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost_or_repeated(
 def test_cancel_stops_the_running_trial_and_keeps_what_was_measured(service: Service) -> None:
     worker = service.start_worker()
     with service.client() as http:
-        job_id = http.post("/v1/jobs", json={"workload": "tiny", **FAST_JOB,
-                                             "n_trials": 20}).json()["id"]
-        wait_for(lambda: job_state(http, job_id)["progress"]["trials_done"] >= 1
-                 and running_trials(worker), 120, "a finished trial and a running one")
+        job_id = http.post(
+            "/v1/jobs", json={"workload": "tiny", **FAST_JOB, "n_trials": 20}
+        ).json()["id"]
+        wait_for(
+            lambda: (
+                job_state(http, job_id)["progress"]["trials_done"] >= 1 and running_trials(worker)
+            ),
+            120,
+            "a finished trial and a running one",
+        )
         response = http.post(f"/v1/jobs/{job_id}/cancel")
         assert response.status_code == 202
         assert response.json()["cancel_requested"] is True
@@ -154,8 +169,11 @@ def test_a_worker_stopped_with_sigterm_puts_its_job_back_for_another(service: Se
     worker = service.start_worker()
     with service.client() as http:
         job_id = http.post("/v1/jobs", json={"workload": "tiny", **FAST_JOB}).json()["id"]
-        wait_for(lambda: job_state(http, job_id)["status"] == "running"
-                 and trial_processes(worker), 120, "a running trial")
+        wait_for(
+            lambda: job_state(http, job_id)["status"] == "running" and trial_processes(worker),
+            120,
+            "a running trial",
+        )
         children = trial_processes(worker)
         worker.popen.terminate()
         assert worker.popen.wait(timeout=30) == 0, service.logs()

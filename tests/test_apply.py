@@ -18,10 +18,21 @@ from autotune.recommend._export import exports
 from autotune.recommend._schema import SCHEMA, validate_recommendation
 from autotune.space import Config, DeviceInfo
 
-CONFIG = Config(batch_size=8, num_workers=2, prefetch_factor=2, persistent_workers=False,
-                amp="bf16", channels_last=True)
-METRICS = {"samples_per_s": 812.5, "step_time_ms": 9.8, "peak_memory_bytes": None,
-           "peak_host_memory_bytes": 1_200_000_000, "data_wait_fraction": 0.04}
+CONFIG = Config(
+    batch_size=8,
+    num_workers=2,
+    prefetch_factor=2,
+    persistent_workers=False,
+    amp="bf16",
+    channels_last=True,
+)
+METRICS = {
+    "samples_per_s": 812.5,
+    "step_time_ms": 9.8,
+    "peak_memory_bytes": None,
+    "peak_host_memory_bytes": 1_200_000_000,
+    "data_wait_fraction": 0.04,
+}
 
 
 @pytest.fixture
@@ -41,12 +52,23 @@ def document() -> dict[str, Any]:
         "trials": {"total": 12, "ok": 10, "failed": 2},
         "diagnosis": "Verdict: compute-bound.",
         "exports": {
-            "dataloader": {"batch_size": 8, "num_workers": 2, "pin_memory": False,
-                           "persistent_workers": False, "prefetch_factor": 2},
-            "lightning_trainer": {"accelerator": "cpu", "precision": "bf16-mixed",
-                                  "accumulate_grad_batches": 1},
-            "hf_training_arguments": {"per_device_train_batch_size": 8, "bf16": True,
-                                      "use_cpu": True},
+            "dataloader": {
+                "batch_size": 8,
+                "num_workers": 2,
+                "pin_memory": False,
+                "persistent_workers": False,
+                "prefetch_factor": 2,
+            },
+            "lightning_trainer": {
+                "accelerator": "cpu",
+                "precision": "bf16-mixed",
+                "accumulate_grad_batches": 1,
+            },
+            "hf_training_arguments": {
+                "per_device_train_batch_size": 8,
+                "bf16": True,
+                "use_cpu": True,
+            },
         },
         "a_later_field": "extra keys are allowed",
     }
@@ -67,8 +89,13 @@ def images() -> TensorDataset:
 
 def small_cnn() -> nn.Module:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 4),
+    )
 
 
 def test_load_and_train_one_epoch(path: Path) -> None:
@@ -95,8 +122,9 @@ def test_load_and_train_one_epoch(path: Path) -> None:
         seen += len(inputs)
     assert seen == 20  # one whole epoch, the last short batch included
     assert all(p.grad is None for p in model.parameters())  # zero_grad(set_to_none=True)
-    assert any(not torch.equal(a, b.detach()) for a, b in zip(before, model.parameters(),
-                                                               strict=True))
+    assert any(
+        not torch.equal(a, b.detach()) for a, b in zip(before, model.parameters(), strict=True)
+    )
     assert rec.grad_scaler() is None  # bf16 needs no scaler
 
 
@@ -140,8 +168,9 @@ def test_fp16_uses_one_grad_scaler(document: dict[str, Any]) -> None:
 
 def test_cuda_recommendation_needs_cuda_or_an_override(document: dict[str, Any]) -> None:
     document["device"]["type"] = "cuda"
-    document["config"] = Config(batch_size=8, pin_memory=True, device_prefetch=True,
-                                cudnn_benchmark=True).public_dict()
+    document["config"] = Config(
+        batch_size=8, pin_memory=True, device_prefetch=True, cudnn_benchmark=True
+    ).public_dict()
     if torch.cuda.is_available():
         assert load_recommendation(document).device.type == "cuda"
     else:
@@ -192,10 +221,20 @@ def test_not_an_object(tmp_path: Path) -> None:
         load_recommendation(file)
 
 
-@pytest.mark.parametrize("key", [
-    "schema", "workload", "device.memory_bytes", "metrics.data_wait_fraction",
-    "baseline.metrics", "speedup", "trials.failed", "diagnosis", "exports.hf_training_arguments",
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "schema",
+        "workload",
+        "device.memory_bytes",
+        "metrics.data_wait_fraction",
+        "baseline.metrics",
+        "speedup",
+        "trials.failed",
+        "diagnosis",
+        "exports.hf_training_arguments",
+    ],
+)
 def test_missing_key(document: dict[str, Any], key: str) -> None:
     *parents, last = key.split(".")
     section = document
@@ -206,14 +245,17 @@ def test_missing_key(document: dict[str, Any], key: str) -> None:
         load_recommendation(document)
 
 
-@pytest.mark.parametrize(("key", "value", "expected"), [
-    ("workload", 3, "must be a string, not int"),
-    ("device.memory_bytes", 1.5, "must be an integer, not float"),
-    ("metrics.samples_per_s", None, "must be a number, not NoneType"),
-    ("metrics.samples_per_s", True, "must be a number, not bool"),
-    ("trials", [], "must be an object, not list"),
-    ("speedup", "2x", "must be a number or null"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("workload", 3, "must be a string, not int"),
+        ("device.memory_bytes", 1.5, "must be an integer, not float"),
+        ("metrics.samples_per_s", None, "must be a number, not NoneType"),
+        ("metrics.samples_per_s", True, "must be a number, not bool"),
+        ("trials", [], "must be an object, not list"),
+        ("speedup", "2x", "must be a number or null"),
+    ],
+)
 def test_wrong_type(document: dict[str, Any], key: str, value: Any, expected: str) -> None:
     *parents, last = key.split(".")
     section = document
@@ -260,9 +302,14 @@ def test_document_with_generated_exports_is_valid(document: dict[str, Any]) -> N
 @pytest.mark.parametrize("device_prefetch", [False, True])
 def test_train_one_epoch_on_cuda(document: dict[str, Any], device_prefetch: bool) -> None:
     document["device"]["type"] = "cuda"
-    document["config"] = CONFIG.model_copy(update={
-        "pin_memory": True, "device_prefetch": device_prefetch, "cudnn_benchmark": True,
-        "amp": "fp16"}).public_dict()
+    document["config"] = CONFIG.model_copy(
+        update={
+            "pin_memory": True,
+            "device_prefetch": device_prefetch,
+            "cudnn_benchmark": True,
+            "amp": "fp16",
+        }
+    ).public_dict()
     rec = load_recommendation(document)
     model = rec.prepare_model(small_cnn())
     assert torch.backends.cudnn.benchmark is True

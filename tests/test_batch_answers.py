@@ -18,22 +18,48 @@ from autotune.store import TrialRecord
 
 WORKLOAD = Path(__file__).parent / "workloads" / "big_batch_wins.py"
 #: Batch 16 (the workload's own) or 64, with 0 or 2 workers: 4 configurations, all measured.
-SPACE = ["--range", "batch_size=16,64", "--range", "num_workers=0,2", "--fix", "amp=off",
-         "--fix", "persistent_workers=false", "--fix", "prefetch_factor=2", "--fix", "compile=off",
-         "--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1", "--no-profile",
-         "--confirm-top", "1", "--confirm-rounds", "1", "--trials", "4", "--device", "cpu"]
+SPACE = [
+    "--range",
+    "batch_size=16,64",
+    "--range",
+    "num_workers=0,2",
+    "--fix",
+    "amp=off",
+    "--fix",
+    "persistent_workers=false",
+    "--fix",
+    "prefetch_factor=2",
+    "--fix",
+    "compile=off",
+    "--min-seconds",
+    "0.3",
+    "--min-steps",
+    "3",
+    "--warmup-steps",
+    "1",
+    "--no-profile",
+    "--confirm-top",
+    "1",
+    "--confirm-rounds",
+    "1",
+    "--trials",
+    "4",
+    "--device",
+    "cpu",
+]
 
 
 def run(config: Config, samples_per_s: float) -> TrialRecord:
-    return TrialRecord(config=config, outcome="ok", samples_per_s=samples_per_s,
-                       losses_finite=True)
+    return TrialRecord(config=config, outcome="ok", samples_per_s=samples_per_s, losses_finite=True)
 
 
 def test_the_drop_in_candidate_restores_the_effective_batch_with_accumulation() -> None:
     baseline = Config(batch_size=32)
-    measured = [run(Config(batch_size=8, num_workers=2), 900.0),
-                run(Config(batch_size=32), 500.0),
-                run(Config(batch_size=64, num_workers=2), 2000.0)]  # 64 does not divide 32
+    measured = [
+        run(Config(batch_size=8, num_workers=2), 900.0),
+        run(Config(batch_size=32), 500.0),
+        run(Config(batch_size=64, num_workers=2), 2000.0),
+    ]  # 64 does not divide 32
     keeping = keeping_effective_batch(measured, baseline)
     assert keeping == Config(batch_size=8, num_workers=2, grad_accum_steps=4)
     # Only the baseline keeps it: nothing to add.
@@ -58,16 +84,22 @@ def test_the_drop_in_candidate_is_ranked_with_what_its_accumulation_gains() -> N
         return gains[config.batch_size]
 
     assert keeping_effective_batch(measured, baseline, accumulation_gain=gain) == Config(
-        batch_size=8, grad_accum_steps=4)
+        batch_size=8, grad_accum_steps=4
+    )
     assert {(c.batch_size, c.grad_accum_steps) for c in asked} == {(8, 4), (16, 2)}
-    assert keeping_effective_batch(measured, baseline) == Config(
-        batch_size=16, grad_accum_steps=2)
+    assert keeping_effective_batch(measured, baseline) == Config(batch_size=16, grad_accum_steps=2)
 
 
-@pytest.mark.parametrize(("optimizer", "expected"), [
-    ("SGD", "linearly, by 4x"), ("AdamW", "square root of the batch ratio, 2x"),
-    ("Adam", "2x"), ("MyOptimizer", "linear scaling (4x)"), ("", "cannot name"),
-])
+@pytest.mark.parametrize(
+    ("optimizer", "expected"),
+    [
+        ("SGD", "linearly, by 4x"),
+        ("AdamW", "square root of the batch ratio, 2x"),
+        ("Adam", "2x"),
+        ("MyOptimizer", "linear scaling (4x)"),
+        ("", "cannot name"),
+    ],
+)
 def test_learning_rate_advice_follows_the_optimizer_family(optimizer: str, expected: str) -> None:
     assert expected in learning_rate_advice(optimizer, 4.0)
 
@@ -75,10 +107,25 @@ def test_learning_rate_advice_follows_the_optimizer_family(optimizer: str, expec
 def tune(tmp_path: Path, *extra: str) -> dict[str, Any]:
     out = tmp_path / "best.json"
     done = subprocess.run(
-        [sys.executable, "-m", "autotune", "run", str(WORKLOAD), *SPACE, *extra,
-         "--db", f"sqlite:///{tmp_path / 'jobs.db'}", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
-        env={**os.environ, "COLUMNS": "250"})  # the summary table on one line per row
+        [
+            sys.executable,
+            "-m",
+            "autotune",
+            "run",
+            str(WORKLOAD),
+            *SPACE,
+            *extra,
+            "--db",
+            f"sqlite:///{tmp_path / 'jobs.db'}",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "250"},
+    )  # the summary table on one line per row
     assert done.returncode == 0, done.stdout + done.stderr
     document: dict[str, Any] = json.loads(out.read_text())
     document["_stdout"] = done.stdout

@@ -31,5 +31,5 @@ def test_committed_picks_are_section_1s_picks() -> None:
     picks = _section_1_picks(RESULTS.read_text())
     assert set(COMMITTED_PICKS) <= set(picks)
     assert {name: describe(config) for name, config in COMMITTED_PICKS.items()} == {
-        name: picks[name] for name in COMMITTED_PICKS}
-
+        name: picks[name] for name in COMMITTED_PICKS
+    }

@@ -15,13 +15,28 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.slow
 def test_each_window_gets_a_row_of_paired_figures() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.confirm_window", "--workloads", "text-transformer",
-         "--rounds", "2", "--windows", "0.5,1.5"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.confirm_window",
+            "--workloads",
+            "text-transformer",
+            "--rounds",
+            "2",
+            "--windows",
+            "0.5,1.5",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert completed.returncode == 0, completed.stderr
-    rows = [line.strip("|").split("|") for line in completed.stdout.splitlines()
-            if line.startswith("| text-transformer")]
+    rows = [
+        line.strip("|").split("|")
+        for line in completed.stdout.splitlines()
+        if line.startswith("| text-transformer")
+    ]
     assert [row[1].strip() for row in rows] == ["0.5 s", "1.5 s"]
     for row in rows:
         defaults, candidate = (float(cell.split()[0].replace(",", "")) for cell in row[2:4])

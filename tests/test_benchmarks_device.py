@@ -20,9 +20,20 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_cuda_without_a_gpu_fails_at_once_in_one_sentence(tmp_path: Path) -> None:
     output = tmp_path / "RESULTS.md"
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--device", "cuda", "--smoke",
-         "--output", str(output)],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--device",
+            "cuda",
+            "--smoke",
+            "--output",
+            str(output),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert completed.returncode != 0
     lines = completed.stderr.strip().splitlines()
@@ -32,9 +43,17 @@ def test_cuda_without_a_gpu_fails_at_once_in_one_sentence(tmp_path: Path) -> Non
 
 
 def test_the_device_line_names_the_gpu_and_its_memory() -> None:
-    machine = {**fingerprint(torch.device("cpu")), "device_type": "cuda",
-               "device_name": "NVIDIA H100 80GB HBM3", "device_memory_bytes": 85_031_714_816,
-               "compute_capability": [9, 0], "cuda": "12.8", "cudnn": 91002}
+    machine = {
+        **fingerprint(torch.device("cpu")),
+        "device_type": "cuda",
+        "device_name": "NVIDIA H100 80GB HBM3",
+        "device_memory_bytes": 85_031_714_816,
+        "compute_capability": [9, 0],
+        "cuda": "12.8",
+        "cudnn": 91002,
+    }
     line = device_line("cuda:0", machine)
-    assert line.startswith("- Device: NVIDIA H100 80GB HBM3 (cuda:0), 79.2 GiB, compute "
-                           "capability 9.0, CUDA 12.8, cuDNN 91002;")
+    assert line.startswith(
+        "- Device: NVIDIA H100 80GB HBM3 (cuda:0), 79.2 GiB, compute "
+        "capability 9.0, CUDA 12.8, cuDNN 91002;"
+    )

@@ -24,14 +24,29 @@ def test_the_table_has_both_arms_and_the_knob_stops_the_faults() -> None:
     which of the step's threads' arenas freed what, settle differently from process to
     process."""
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.retain_freed_memory", "--workload",
-         "text-transformer", "--rounds", "3", "--seconds", "0.5"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.retain_freed_memory",
+            "--workload",
+            "text-transformer",
+            "--rounds",
+            "3",
+            "--seconds",
+            "0.5",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert completed.returncode == 0, completed.stderr
-    rows = {cells[3]: cells for line in completed.stdout.splitlines()
-            if line.startswith("| text-transformer")
-            for cells in [[c.strip() for c in line.split("|")]]}
+    rows = {
+        cells[3]: cells
+        for line in completed.stdout.splitlines()
+        if line.startswith("| text-transformer")
+        for cells in [[c.strip() for c in line.split("|")]]
+    }
     assert set(rows) == {"glibc defaults", "retain_freed_memory"}, completed.stdout
     for cells in rows.values():
         assert float(cells[4].replace(",", "")) > 0  # samples/s

@@ -74,25 +74,41 @@ def assert_every_section_has_numbers(report: str) -> None:
 def test_smoke_suite_writes_every_section_with_numbers(tmp_path: Path, device: str) -> None:
     output, databases = tmp_path / "RESULTS.md", tmp_path / "databases"
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--smoke", "--device", device,
-         "--output", str(output), "--databases", str(databases)],
-        cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S[device],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--smoke",
+            "--device",
+            device,
+            "--output",
+            str(output),
+            "--databases",
+            str(databases),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S[device],
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = output.read_text()
     assert _expected_device(device) in _device_line(report)
     assert_every_section_has_numbers(report)
     # Section 1 shows each seed's tuner job and marks the one it is judged on.
-    [section_1] = [body for name, body in _sections(report).items()
-                   if name.startswith("1. Search quality")]
+    [section_1] = [
+        body for name, body in _sections(report).items() if name.startswith("1. Search quality")
+    ]
     labels = [row[0] for row in _table_rows(section_1)]
     assert labels[0].startswith("slow-storage, seed 0")
     assert len(labels) == SMOKE.tuner_runs
     assert sum(label.endswith("(median)") for label in labels) == 1
     # The tuner's jobs are kept, trial by trial: section 1's (one per seed), the plain search's,
     # the default space's and the trial budgets of section 4.
-    jobs = rows(databases / "slow-storage.db",
-                "select status, (select count(*) from autotune_trials t "
-                "where t.job_id = j.id) from autotune_jobs j")
+    jobs = rows(
+        databases / "slow-storage.db",
+        "select status, (select count(*) from autotune_trials t "
+        "where t.job_id = j.id) from autotune_jobs j",
+    )
     assert len(jobs) == SMOKE.tuner_runs + 3
     assert all(status == "succeeded" and trials for status, trials in jobs)

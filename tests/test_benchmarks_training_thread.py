@@ -16,9 +16,11 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.slow
 def test_every_configuration_reports_each_part_it_times() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.training_thread", "--device", "cpu",
-         "--seconds", "0.3"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "benchmarks.training_thread", "--device", "cpu", "--seconds", "0.3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert completed.returncode == 0, completed.stderr
     header, *rows = [json.loads(line) for line in completed.stdout.splitlines()]
@@ -39,22 +41,50 @@ def test_every_configuration_reports_each_part_it_times() -> None:
 @pytest.mark.slow
 def test_configurations_given_on_the_command_line_replace_the_defaults_round_by_round() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.training_thread", "--device", "cpu",
-         "--seconds", "0.3", "--config", "64:0:off", "--config", "32:0:bf16", "--rounds", "2"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.training_thread",
+            "--device",
+            "cpu",
+            "--seconds",
+            "0.3",
+            "--config",
+            "64:0:off",
+            "--config",
+            "32:0:bf16",
+            "--rounds",
+            "2",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert completed.returncode == 0, completed.stderr
     _, *rows = [json.loads(line) for line in completed.stdout.splitlines()]
-    assert [(row["config"]["batch_size"], row["config"]["num_workers"], row["config"]["amp"])
-            for row in rows] == [(64, 0, "off"), (32, 0, "bf16")] * 2
+    assert [
+        (row["config"]["batch_size"], row["config"]["num_workers"], row["config"]["amp"])
+        for row in rows
+    ] == [(64, 0, "off"), (32, 0, "bf16")] * 2
     assert all(row["lockstep"]["samples_per_s"] > 0 for row in rows)
 
 
 def test_a_malformed_configuration_is_refused_with_its_form() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.training_thread", "--device", "cpu",
-         "--config", "64:zero:off"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.training_thread",
+            "--device",
+            "cpu",
+            "--config",
+            "64:zero:off",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert completed.returncode == 2
     assert "is not BATCH:WORKERS:AMP; write it like 256:0:bf16" in completed.stderr

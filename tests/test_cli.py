@@ -20,16 +20,32 @@ from autotune.tuner._job import MIN_CONFIRM_ENTRIES, confirm_room
 
 #: The profile (about 10 s a job) and torch.compile (15 s and more a compiled trial) have their
 #: own tests (test_profile.py, test_compile.py).
-FAST_FLAGS = ["--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1",
-              "--confirm-top", "1", "--confirm-rounds", "1", "--no-profile", "--fix", "compile=off"]
+FAST_FLAGS = [
+    "--min-seconds",
+    "0.3",
+    "--min-steps",
+    "3",
+    "--warmup-steps",
+    "1",
+    "--confirm-top",
+    "1",
+    "--confirm-rounds",
+    "1",
+    "--no-profile",
+    "--fix",
+    "compile=off",
+]
 
 
 def autotune(
     *args: str, cwd: Path | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True,
-        timeout=timeout, cwd=cwd,
+        [sys.executable, "-m", "autotune", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
     )
 
 
@@ -60,10 +76,11 @@ def test_workloads_lists_the_builtins() -> None:
         (["WORKLOADS/tiny.py", "--fix", "colour=blue"], "unknown knob 'colour'"),
         (["WORKLOADS/tiny.py", "--fix", "batch_size=0"], "batch_size 0 is not positive"),
         (["WORKLOADS/tiny.py", "--range", "batch_size=8..100"], "multiple of 8"),
-        (["WORKLOADS/tiny.py", "--fix", "pin_memory=true", "--device", "cpu"],
-         "only has an effect on a CUDA device"),
-        (["WORKLOADS/tiny.py", "--max-memory", "10MB", "--device", "cpu"],
-         "below the"),
+        (
+            ["WORKLOADS/tiny.py", "--fix", "pin_memory=true", "--device", "cpu"],
+            "only has an effect on a CUDA device",
+        ),
+        (["WORKLOADS/tiny.py", "--max-memory", "10MB", "--device", "cpu"], "below the"),
         (["WORKLOADS/tiny.py", "--max-memory", "lots"], "is not a size"),
         (["WORKLOADS/tiny.py", "--trials", "0"], "--n-trials"),
     ],
@@ -72,8 +89,11 @@ def test_bad_input_is_one_clear_line_and_a_non_zero_exit(
     args: list[str], phrase: str, db_path: str, workload_file
 ) -> None:
     args = [a.replace("WORKLOADS/", str(Path(workload_file("tiny")).parent) + "/") for a in args]
-    result = autotune("run", *args, "--db", db_path, "--trials", "2", *FAST_FLAGS) \
-        if "--trials" not in args else autotune("run", *args, "--db", db_path, *FAST_FLAGS)
+    result = (
+        autotune("run", *args, "--db", db_path, "--trials", "2", *FAST_FLAGS)
+        if "--trials" not in args
+        else autotune("run", *args, "--db", db_path, *FAST_FLAGS)
+    )
     assert_clear_error(result, phrase)
 
 
@@ -106,8 +126,19 @@ def test_run_end_to_end_writes_a_valid_recommendation(tmp_path: Path, workload_f
     db, out = str(tmp_path / "a.db"), tmp_path / "best.json"
     flags = list(FAST_FLAGS)
     flags[flags.index("--confirm-rounds") + 1] = "2"  # two runs each: their spread is given
-    result = autotune("run", workload_file("tiny"), "--trials", "4", "--db", db,
-                      "--out", str(out), "--device", "cpu", *flags)
+    result = autotune(
+        "run",
+        workload_file("tiny"),
+        "--trials",
+        "4",
+        "--db",
+        db,
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        *flags,
+    )
     assert result.returncode == 0, result.stderr
     document = json.loads(out.read_text())
     validate_recommendation(document)
@@ -126,8 +157,10 @@ def test_run_end_to_end_writes_a_valid_recommendation(tmp_path: Path, workload_f
     assert rows(db, "select study_name from studies") == [("autotune-job-1",)]
     # Not applicable on a CPU: never searched, never set.
     assert document["search_space"]["not_applicable"]["pin_memory"]
-    assert all(json.loads(c)["pin_memory"] is False
-               for (c,) in rows(db, "select config from autotune_trials"))
+    assert all(
+        json.loads(c)["pin_memory"] is False
+        for (c,) in rows(db, "select config from autotune_trials")
+    )
 
 
 def test_a_time_budget_shorter_than_the_confirmation_still_measures_the_baseline(
@@ -136,8 +169,21 @@ def test_a_time_budget_shorter_than_the_confirmation_still_measures_the_baseline
     """A budget that the confirmation's estimate alone exceeds ends the search after the
     baseline, not before it: the job recommends (the baseline) instead of failing unmeasured."""
     db, out = str(tmp_path / "a.db"), tmp_path / "best.json"
-    result = autotune("run", workload_file("tiny"), "--trials", "4", "--time-budget", "1",
-                      "--db", db, "--out", str(out), "--device", "cpu", *FAST_FLAGS)
+    result = autotune(
+        "run",
+        workload_file("tiny"),
+        "--trials",
+        "4",
+        "--time-budget",
+        "1",
+        "--db",
+        db,
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        *FAST_FLAGS,
+    )
     assert result.returncode == 0, result.stderr
     searched = rows(db, "select phase from autotune_trials where phase != 'confirm'")
     assert searched == [("baseline",)]
@@ -159,27 +205,44 @@ def test_memory_budget_is_respected_and_oom_bounds_larger_batches(
 ) -> None:
     db, out = str(tmp_path / "m.db"), tmp_path / "best.json"
     result = autotune(
-        "run", workload_file("memory_hog"), "--trials", "6", "--db", db, "--out", str(out),
-        "--device", "cpu", "--max-memory", "600MiB", "--fix", "num_workers=0",
-        "--range", "batch_size=8..512", *FAST_FLAGS,
+        "run",
+        workload_file("memory_hog"),
+        "--trials",
+        "6",
+        "--db",
+        db,
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--max-memory",
+        "600MiB",
+        "--fix",
+        "num_workers=0",
+        "--range",
+        "batch_size=8..512",
+        *FAST_FLAGS,
     )
     assert result.returncode == 0, result.stderr
     document = json.loads(out.read_text())
     assert document["metrics"]["peak_memory_bytes"] <= 600 * 2**20
-    trials = rows(db, "select config, outcome from autotune_trials "
-                      "where phase != 'confirm' order by number")
-    assert any(outcome == "oom" for _, outcome in trials), \
+    trials = rows(
+        db, "select config, outcome from autotune_trials where phase != 'confirm' order by number"
+    )
+    assert any(outcome == "oom" for _, outcome in trials), (
         "a batch of 512 MiB cannot fit in 600 MiB with the interpreter"
+    )
     # Once a batch ran out of memory, no batch at least as large (same amp, and glibc keeping
     # at least as much freed memory: without it a larger batch may fit) was run after it.
     ran_out: list[dict] = []
     for config_text, outcome in trials:
         config = json.loads(config_text)
         for earlier in ran_out:
-            assert not (config["amp"] == earlier["amp"]
-                        and config["batch_size"] >= earlier["batch_size"]
-                        and config["retain_freed_memory"] >= earlier["retain_freed_memory"]), \
-                f"batch {config['batch_size']} ran after batch {earlier['batch_size']} ran out"
+            assert not (
+                config["amp"] == earlier["amp"]
+                and config["batch_size"] >= earlier["batch_size"]
+                and config["retain_freed_memory"] >= earlier["retain_freed_memory"]
+            ), f"batch {config['batch_size']} ran after batch {earlier['batch_size']} ran out"
         if outcome == "oom":
             ran_out.append(config)
 
@@ -209,10 +272,25 @@ def test_a_killed_run_resumes_without_losing_or_repeating_trials(
     tmp_path: Path, workload_file
 ) -> None:
     db = str(tmp_path / "r.db")
-    args = ["run", workload_file("tiny"), "--trials", "5", "--db", db, "--out",
-            str(tmp_path / "best.json"), "--device", "cpu", "--no-prune", *FAST_FLAGS]
-    process = subprocess.Popen([sys.executable, "-m", "autotune", *args],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = [
+        "run",
+        workload_file("tiny"),
+        "--trials",
+        "5",
+        "--db",
+        db,
+        "--out",
+        str(tmp_path / "best.json"),
+        "--device",
+        "cpu",
+        "--no-prune",
+        *FAST_FLAGS,
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "autotune", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait_for_trials(db, 2, 120)
     finally:
@@ -224,8 +302,9 @@ def test_a_killed_run_resumes_without_losing_or_repeating_trials(
     assert result.returncode == 0, result.stderr
     after = rows(db, "select id, number, config_key, samples_per_s from autotune_trials")
     assert set(before) <= set(after), "a finished trial was lost"
-    searched = rows(db, "select config_key from autotune_trials "
-                        "where phase != 'confirm' and interrupted = 0")
+    searched = rows(
+        db, "select config_key from autotune_trials where phase != 'confirm' and interrupted = 0"
+    )
     keys = [key for (key,) in searched]
     assert len(keys) == len(set(keys)), "a configuration was measured twice"
     assert len(keys) == 5
@@ -241,9 +320,25 @@ def test_ctrl_c_marks_the_job_interrupted_and_says_how_to_resume(
 ) -> None:
     db = str(tmp_path / "i.db")
     process = subprocess.Popen(
-        [sys.executable, "-m", "autotune", "run", workload_file("tiny"), "--trials", "20",
-         "--db", db, "--device", "cpu", "--out", str(tmp_path / "best.json"), *FAST_FLAGS],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "autotune",
+            "run",
+            workload_file("tiny"),
+            "--trials",
+            "20",
+            "--db",
+            db,
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path / "best.json"),
+            *FAST_FLAGS,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         # Ctrl-C as in a terminal: a suite started in the background by a non-interactive
         # shell inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored.
         preexec_fn=_default_sigint,
@@ -261,9 +356,24 @@ def test_bench_remeasures_a_configuration(tmp_path: Path, workload_file) -> None
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"config": {"batch_size": 16, "num_workers": 1}}))
     db = str(tmp_path / "b.db")
-    result = autotune("bench", workload_file("tiny"), "--config", str(config), "--repeats", "2",
-                      "--db", db, "--device", "cpu", "--min-seconds", "0.3", "--min-steps", "3",
-                      "--warmup-steps", "1")
+    result = autotune(
+        "bench",
+        workload_file("tiny"),
+        "--config",
+        str(config),
+        "--repeats",
+        "2",
+        "--db",
+        db,
+        "--device",
+        "cpu",
+        "--min-seconds",
+        "0.3",
+        "--min-steps",
+        "3",
+        "--warmup-steps",
+        "1",
+    )
     assert result.returncode == 0, result.stderr
     assert "median" in result.stdout and "samples/s" in result.stdout
     assert len(rows(db, "select id from autotune_trials where phase = 'bench'")) == 2
@@ -272,6 +382,7 @@ def test_bench_remeasures_a_configuration(tmp_path: Path, workload_file) -> None
 def test_bench_refuses_a_bad_config_file(tmp_path: Path, workload_file) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"config": {"batch_size": 0}}))
-    result = autotune("bench", workload_file("tiny"), "--config", str(config),
-                      "--db", str(tmp_path / "b.db"))
+    result = autotune(
+        "bench", workload_file("tiny"), "--config", str(config), "--db", str(tmp_path / "b.db")
+    )
     assert_clear_error(result, "not positive")

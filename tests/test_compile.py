@@ -29,19 +29,48 @@ from autotune.store import TrialRecord, throughput_over_run
 from autotune.tuner import TuneOptions
 from autotune.tuner._profiled import compile_lower_bound
 
-FAST_FLAGS = ["--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1",
-              "--confirm-top", "1", "--confirm-rounds", "1", "--no-profile"]
-CPU = DeviceInfo(type="cpu", name="cpu", memory_bytes=2**33, bf16_supported=True, cpu_count=2,
-                 compile_unavailable=None)
-GPU = DeviceInfo(type="cuda", name="A100", memory_bytes=40 * 2**30, index=0,
-                 compute_capability=(8, 0), bf16_supported=True, compile_unavailable=None)
+FAST_FLAGS = [
+    "--min-seconds",
+    "0.3",
+    "--min-steps",
+    "3",
+    "--warmup-steps",
+    "1",
+    "--confirm-top",
+    "1",
+    "--confirm-rounds",
+    "1",
+    "--no-profile",
+]
+CPU = DeviceInfo(
+    type="cpu",
+    name="cpu",
+    memory_bytes=2**33,
+    bf16_supported=True,
+    cpu_count=2,
+    compile_unavailable=None,
+)
+GPU = DeviceInfo(
+    type="cuda",
+    name="A100",
+    memory_bytes=40 * 2**30,
+    index=0,
+    compute_capability=(8, 0),
+    bf16_supported=True,
+    compile_unavailable=None,
+)
 TINY = WorkloadInfo(name="tiny", dataset_length=512, input_batch_ndim=2, batch_size=32)
 cuda = pytest.mark.cuda
 
 
 def autotune(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True,
-                          text=True, timeout=600, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
 
 
 # -- the arithmetic of a run ---------------------------------------------------------------------
@@ -52,15 +81,20 @@ def test_throughput_over_a_run_charges_compile_time_once() -> None:
     assert throughput_over_run(1000.0, 10.0, 10_000) == pytest.approx(500.0)
     assert throughput_over_run(1000.0, None, 10_000) == 1000.0
     assert throughput_over_run(1000.0, 10.0, None) == 1000.0
-    record = TrialRecord(config=Config(compile="default"), outcome="ok", samples_per_s=1000.0,
-                         compile_s=10.0)
+    record = TrialRecord(
+        config=Config(compile="default"), outcome="ok", samples_per_s=1000.0, compile_s=10.0
+    )
     assert record.samples_per_s_over(10_000) == pytest.approx(500.0)
     assert record.samples_per_s == 1000.0  # the steady state is kept as measured
 
 
 def test_a_short_run_ranks_a_compiled_config_below_an_uncompiled_one() -> None:
-    compiled = TrialRecord(config=Config(batch_size=64, compile="default"), outcome="ok",
-                           samples_per_s=1500.0, compile_s=20.0)
+    compiled = TrialRecord(
+        config=Config(batch_size=64, compile="default"),
+        outcome="ok",
+        samples_per_s=1500.0,
+        compile_s=20.0,
+    )
     plain = TrialRecord(config=Config(batch_size=64), outcome="ok", samples_per_s=1000.0)
     baseline = Config(batch_size=32)
     # Steady state alone, and over a long run, compiling wins ...
@@ -154,28 +188,62 @@ def test_bench_measures_compile_time_apart_from_the_steady_state(
     config = tmp_path / "compiled.json"
     config.write_text(json.dumps({"batch_size": 32, "compile": "default"}))
     db = str(tmp_path / "autotune.db")
-    result = autotune("bench", workload_file("tiny"), "--config", str(config), "--repeats", "1",
-                      "--db", db, "--device", "cpu", *FAST_FLAGS[:6])
+    result = autotune(
+        "bench",
+        workload_file("tiny"),
+        "--config",
+        str(config),
+        "--repeats",
+        "1",
+        "--db",
+        db,
+        "--device",
+        "cpu",
+        *FAST_FLAGS[:6],
+    )
     assert result.returncode == 0, result.stderr
     assert "torch.compile took" in result.stdout
     [(outcome, samples_per_s, compile_s, window_s)] = rows(
-        db, "SELECT outcome, samples_per_s, compile_s, window_s FROM autotune_trials")
+        db, "SELECT outcome, samples_per_s, compile_s, window_s FROM autotune_trials"
+    )
     assert outcome == "ok"
     assert samples_per_s > 0 and compile_s > 0
     # Compilation took far longer than the timed window, which it is not part of.
     assert compile_s > window_s
 
 
-def compile_or_not(tmp_path: Path, workload: str, *flags: str
-                   ) -> tuple[str, subprocess.CompletedProcess[str], dict[str, Any]]:
+def compile_or_not(
+    tmp_path: Path, workload: str, *flags: str
+) -> tuple[str, subprocess.CompletedProcess[str], dict[str, Any]]:
     """A two-trial job over compile off/default, the rest fixed, for a run of 10 steps; its
     database, the finished process and its recommendation."""
     db, out = str(tmp_path / "autotune.db"), tmp_path / "best.json"
     result = autotune(
-        "run", workload, "--trials", "2", "--db", db, "--out", str(out),
-        "--device", "cpu", "--fix", "batch_size=32", "--fix", "num_workers=0",
-        "--fix", "amp=off", "--fix", "intra_op_threads=null", "--range", "compile=off,default",
-        "--steps", "10", *flags, *FAST_FLAGS)
+        "run",
+        workload,
+        "--trials",
+        "2",
+        "--db",
+        db,
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--fix",
+        "batch_size=32",
+        "--fix",
+        "num_workers=0",
+        "--fix",
+        "amp=off",
+        "--fix",
+        "intra_op_threads=null",
+        "--range",
+        "compile=off,default",
+        "--steps",
+        "10",
+        *flags,
+        *FAST_FLAGS,
+    )
     assert result.returncode == 0, result.stderr + result.stdout
     return db, result, json.loads(out.read_text())
 
@@ -193,20 +261,28 @@ def test_a_job_ranks_by_throughput_over_the_run_compile_included(
     metrics = candidate["metrics"]
     assert metrics["compile_s"] > 0
     assert metrics["run_samples_per_s"] == pytest.approx(
-        throughput_over_run(metrics["samples_per_s"], metrics["compile_s"], 320))
+        throughput_over_run(metrics["samples_per_s"], metrics["compile_s"], 320)
+    )
     assert metrics["run_samples_per_s"] < metrics["samples_per_s"]
 
     # The search's objective was the throughput over the run; the row keeps the steady state.
     [(samples_per_s, compile_s, number)] = rows(
-        db, "SELECT samples_per_s, compile_s, optuna_number FROM autotune_trials "
-            "WHERE phase = 'search' AND compile_s IS NOT NULL")
-    study = optuna.load_study(study_name=f"autotune-job-{document['job_id']}",
-                              storage=f"sqlite:///{db}")
+        db,
+        "SELECT samples_per_s, compile_s, optuna_number FROM autotune_trials "
+        "WHERE phase = 'search' AND compile_s IS NOT NULL",
+    )
+    study = optuna.load_study(
+        study_name=f"autotune-job-{document['job_id']}", storage=f"sqlite:///{db}"
+    )
     objective = study.trials[number].value
     assert objective == pytest.approx(throughput_over_run(samples_per_s, compile_s, 320))
-    assert [r[0] for r in rows(db, "SELECT compile_s FROM autotune_trials "
-                                   "WHERE json_extract(config, '$.compile') = 'off'")] \
-        == [None, None]
+    assert [
+        r[0]
+        for r in rows(
+            db,
+            "SELECT compile_s FROM autotune_trials WHERE json_extract(config, '$.compile') = 'off'",
+        )
+    ] == [None, None]
 
 
 def test_a_compile_longer_than_the_run_can_repay_is_stopped_while_compiling(
@@ -216,13 +292,16 @@ def test_a_compile_longer_than_the_run_can_repay_is_stopped_while_compiling(
     assert "pruned while compiling" in result.stdout
     assert document["config"]["compile"] == "off"
     [(pruned, in_warmup, samples_per_s, compile_s, number)] = rows(
-        db, "SELECT pruned, pruned_during_warmup, samples_per_s, compile_s, optuna_number "
-            "FROM autotune_trials WHERE json_extract(config, '$.compile') = 'default'")
+        db,
+        "SELECT pruned, pruned_during_warmup, samples_per_s, compile_s, optuna_number "
+        "FROM autotune_trials WHERE json_extract(config, '$.compile') = 'default'",
+    )
     assert pruned and in_warmup and samples_per_s is None
     # Stopped at the allowance the baseline's throughput over the run gave, a lower bound of
     # its compile time (a whole compile of this model on a CPU takes seconds).
-    study = optuna.load_study(study_name=f"autotune-job-{document['job_id']}",
-                              storage=f"sqlite:///{db}")
+    study = optuna.load_study(
+        study_name=f"autotune-job-{document['job_id']}", storage=f"sqlite:///{db}"
+    )
     baseline_value = study.trials[0].value
     assert baseline_value is not None
     assert compile_s == pytest.approx(compile_allowance(320, [baseline_value]))
@@ -232,13 +311,23 @@ def test_a_compile_longer_than_the_run_can_repay_is_stopped_while_compiling(
 def test_the_apply_api_compiles_what_is_recommended(tmp_path: Path) -> None:
     device = DeviceInfo(type="cpu", name="cpu", memory_bytes=2**30)
     config = Config(batch_size=8, compile="default")
-    metrics = {"samples_per_s": 1.0, "step_time_ms": 1.0, "peak_memory_bytes": None,
-               "peak_host_memory_bytes": None, "data_wait_fraction": 0.0}
+    metrics = {
+        "samples_per_s": 1.0,
+        "step_time_ms": 1.0,
+        "peak_memory_bytes": None,
+        "peak_host_memory_bytes": None,
+        "data_wait_fraction": 0.0,
+    }
     document = {
-        "schema": "autotune.recommendation/v1", "workload": "w", "device": device.public_dict(),
-        "config": config.public_dict(), "metrics": metrics,
-        "baseline": {"config": Config().public_dict(), "metrics": metrics}, "speedup": 1.0,
-        "trials": {"total": 1, "ok": 1, "failed": 0}, "diagnosis": "",
+        "schema": "autotune.recommendation/v1",
+        "workload": "w",
+        "device": device.public_dict(),
+        "config": config.public_dict(),
+        "metrics": metrics,
+        "baseline": {"config": Config().public_dict(), "metrics": metrics},
+        "speedup": 1.0,
+        "trials": {"total": 1, "ok": 1, "failed": 0},
+        "diagnosis": "",
         "exports": exports(config, device),
     }
     assert document["exports"]["torch_compile"] == {"mode": None}
@@ -254,8 +343,13 @@ def test_the_apply_api_compiles_what_is_recommended(tmp_path: Path) -> None:
 @cuda
 def test_max_autotune_compiles_on_cuda(workload_file: Any) -> None:
     plan = MeasurePlan(warmup_steps=1, min_steps=3, min_seconds=0.3)
-    result = run_trial(workload_file("tiny"), Config(batch_size=32, compile="max-autotune"),
-                       "cuda", plan, timeout_s=900)
+    result = run_trial(
+        workload_file("tiny"),
+        Config(batch_size=32, compile="max-autotune"),
+        "cuda",
+        plan,
+        timeout_s=900,
+    )
     assert result.outcome == "ok", result.error
     assert result.compile_s is not None and result.compile_s > 0
 
@@ -265,4 +359,3 @@ def test_cuda_probe_finds_triton_for_compile(workload_file: Any) -> None:
     probe = probe_workload(workload_file("tiny"), "cuda")
     assert probe.device.compile_unavailable is None
     assert "max-autotune" in SearchSpace(probe.device, probe.workload).choices["compile"]
-

@@ -65,11 +65,21 @@ def test_of_two_prefetch_twins_among_the_best_only_the_faster_is_confirmed() -> 
     three_workers = ahead_4.model_copy(update={"num_workers": 3})
     persistent = ahead_8.model_copy(update={"persistent_workers": True})
     no_workers = Config(batch_size=256)
-    measured_runs = [run(ahead_4, 880), run(ahead_8, 894), run(three_workers, 870),
-                     run(persistent, 840), run(no_workers, 790), run(BASELINE, 500)]
+    measured_runs = [
+        run(ahead_4, 880),
+        run(ahead_8, 894),
+        run(three_workers, 870),
+        run(persistent, 840),
+        run(no_workers, 790),
+        run(BASELINE, 500),
+    ]
     assert pick_candidates(measured_runs, BASELINE, 3) == [ahead_8, three_workers]
-    assert pick_candidates(measured_runs, BASELINE, 5) == [ahead_8, three_workers,
-                                                           persistent, no_workers]
+    assert pick_candidates(measured_runs, BASELINE, 5) == [
+        ahead_8,
+        three_workers,
+        persistent,
+        no_workers,
+    ]
     # PyTorch's default of 2 ahead is a prefetch like any other.
     default = ahead_4.model_copy(update={"prefetch_factor": None})
     assert pick_candidates([run(default, 900), run(ahead_4, 880)], BASELINE, 2) == [default]
@@ -85,14 +95,22 @@ def test_of_a_plateau_along_one_knob_the_runs_go_to_the_fastest_measured() -> No
     wider = [plateau.model_copy(update={"batch_size": size}) for size in (384, 512)]
     behind = plateau.model_copy(update={"batch_size": 192})
     elsewhere = Config(batch_size=128, num_workers=2, amp="bf16")
-    measured_runs = [run(plateau, 3018), run(wider[0], 3001), run(wider[1], 3001),
-                     run(elsewhere, 2950), run(behind, 2800), run(BASELINE, 1900)]
+    measured_runs = [
+        run(plateau, 3018),
+        run(wider[0], 3001),
+        run(wider[1], 3001),
+        run(elsewhere, 2950),
+        run(behind, 2800),
+        run(BASELINE, 1900),
+    ]
     # A configuration more than one knob away (a second region of the space) is confirmed;
     # so is a neighbour read more than 5% behind, but the run it would take goes to the
     # plateau's neighbour read closest to its best.
     assert pick_candidates(measured_runs, BASELINE, 5) == [plateau, elsewhere, wider[0]]
     assert pick_candidates([run(plateau, 3018), run(behind, 2800)], BASELINE, 5) == [
-        plateau, behind]
+        plateau,
+        behind,
+    ]
     assert pick_candidates(measured_runs, BASELINE, 3) == [plateau]
     # Read just outside the share, the neighbour is a finding of its own.
     apart = [run(plateau, 3018), run(wider[0], 0.94 * 3018)]
@@ -100,8 +118,9 @@ def test_of_a_plateau_along_one_knob_the_runs_go_to_the_fastest_measured() -> No
     # Without workers and with them differ in the worker count alone: how the workers load
     # (prefetch, persistence) means nothing without them.
     main = Config(batch_size=192, amp="bf16", retain_freed_memory=True)
-    workers = main.model_copy(update={"num_workers": 2, "prefetch_factor": 4,
-                                      "persistent_workers": True})
+    workers = main.model_copy(
+        update={"num_workers": 2, "prefetch_factor": 4, "persistent_workers": True}
+    )
     assert pick_candidates([run(main, 551), run(workers, 542)], BASELINE, 3) == [main]
     assert pick_candidates([run(main, 542), run(workers, 551)], BASELINE, 3) == [workers]
     # Between two worker counts, a prefetch depth or persistence is a knob of its own.
@@ -135,40 +154,67 @@ def test_two_peaks_with_a_dip_between_them_are_no_plateau() -> None:
         return TrialRecord(config=config, outcome="ok", samples_per_s=speed)
 
     b32, b64, b128, b256 = (Config(batch_size=size, amp="bf16") for size in (32, 64, 128, 256))
-    runs = [run(BASELINE, 2162), run(b256, 3506), run(b128, 3160), run(b32, 3508),
-            run(b64, 3260), run(b32.model_copy(update={"num_workers": 1}), 2455)]
+    runs = [
+        run(BASELINE, 2162),
+        run(b256, 3506),
+        run(b128, 3160),
+        run(b32, 3508),
+        run(b64, 3260),
+        run(b32.model_copy(update={"num_workers": 1}), 2455),
+    ]
     assert pick_candidates(runs, BASELINE, 2) == [b32, b256]
     # Flat between them: one plateau, the faster measured is confirmed.
     flat = [run(b256, 3506), run(b128, 3400), run(b32, 3508), run(b64, 3460)]
     assert pick_candidates(flat, BASELINE, 2) == [b32]
     # Another knob's points, or one outside the two, are not between them.
-    apart = [run(b256, 3506), run(b32, 3508), run(b64.model_copy(update={"amp": "off"}), 2000),
-             run(Config(batch_size=512, amp="bf16"), 2000)]
+    apart = [
+        run(b256, 3506),
+        run(b32, 3508),
+        run(b64.model_copy(update={"amp": "off"}), 2000),
+        run(Config(batch_size=512, amp="bf16"), 2000),
+    ]
     assert pick_candidates(apart, BASELINE, 2) == [b32]
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([16, 32, 64, 128]), st.sampled_from([0, 2, 4]),
-                          st.sampled_from(["off", "bf16"]), st.floats(100, 200)),
-                min_size=1, max_size=12),
-       st.integers(1, 6))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([16, 32, 64, 128]),
+            st.sampled_from([0, 2, 4]),
+            st.sampled_from(["off", "bf16"]),
+            st.floats(100, 200),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(1, 6),
+)
 def test_each_left_out_is_a_twin_or_gave_its_run_to_a_neighbour_read_faster_along_a_knob(
-        runs: list[tuple[int, int, AmpMode, float]], top: int) -> None:
-    records = [TrialRecord(config=Config(batch_size=size, num_workers=workers, amp=amp),
-                           outcome="ok", samples_per_s=speed)
-               for size, workers, amp, speed in runs]
+    runs: list[tuple[int, int, AmpMode, float]], top: int
+) -> None:
+    records = [
+        TrialRecord(
+            config=Config(batch_size=size, num_workers=workers, amp=amp),
+            outcome="ok",
+            samples_per_s=speed,
+        )
+        for size, workers, amp, speed in runs
+    ]
     picked = pick_candidates(records, BASELINE, top)
     speed: dict[str, float] = {}
     for record in records:
         key = record.config.key()
         speed[key] = max(speed.get(key, 0.0), record.samples_per_s or 0.0)
     config_of = {record.config.key(): record.config for record in records}
-    ranked = sorted((k for k in speed if k != BASELINE.key()), key=speed.__getitem__,
-                    reverse=True)[:top]
+    ranked = sorted((k for k in speed if k != BASELINE.key()), key=speed.__getitem__, reverse=True)[
+        :top
+    ]
 
     def twins(slower: Config, faster: Config) -> bool:
         return ranked.index(faster.key()) < ranked.index(slower.key()) and plateau_twin(
-            slower, speed[slower.key()], faster, speed[faster.key()])
+            slower, speed[slower.key()], faster, speed[faster.key()]
+        )
 
     def knob_between(one: Config, other: Config) -> set[str] | None:
         knobs = differing_knobs(one, other)
@@ -182,28 +228,39 @@ def test_each_left_out_is_a_twin_or_gave_its_run_to_a_neighbour_read_faster_alon
 
     def along_one_knob(one: Config, other: Config, of: Config) -> bool:
         return knob_between(one, of) is not None and knob_between(one, of) == knob_between(
-            other, of)
+            other, of
+        )
 
     for out in left_out:
         # Left out as a twin of a faster one confirmed, or its run went to a neighbour
         # along the same knob read faster.
         assert any(twins(out, faster) for faster in picked) or any(
             read_faster(closer, out) and along_one_knob(closer, out, of)
-            for closer in picked for of in picked)
+            for closer in picked
+            for of in picked
+        )
         # Along a knob from a configuration confirmed, no neighbour read faster than one
         # confirmed is left out.
-        assert not any(read_faster(of, out) and read_faster(out, kept)
-                       and along_one_knob(out, kept, of)
-                       for of in picked for kept in picked)
+        assert not any(
+            read_faster(of, out) and read_faster(out, kept) and along_one_knob(out, kept, of)
+            for of in picked
+            for kept in picked
+        )
 
 
 def test_a_candidate_far_behind_in_two_rounds_is_not_measured_again() -> None:
     fast, slow = Config(batch_size=64), Config(batch_size=128)
-    measure, asked = measured({BASELINE: [100, 101, 99], fast: [200, 210, 190],
-                               slow: [150, 170, 300]})
+    measure, asked = measured(
+        {BASELINE: [100, 101, 99], fast: [200, 210, 190], slow: [150, 170, 300]}
+    )
     left: list[tuple[Config, int]] = []
-    result = confirm(BASELINE, [fast, slow], 3, measure,
-                     on_leave=lambda entry, saved: left.append((entry.config, saved)))
+    result = confirm(
+        BASELINE,
+        [fast, slow],
+        3,
+        measure,
+        on_leave=lambda entry, saved: left.append((entry.config, saved)),
+    )
     assert result is not None
     assert result.winner.config == fast
     assert left == [(slow, 1)]
@@ -219,11 +276,13 @@ def test_the_race_ends_once_both_answers_are_decided() -> None:
     # bs 64 ran faster than bs 128 and more than 15% faster than the baseline in both rounds:
     # a third round could not change the pick by its median, and is not run.
     fast, second = Config(batch_size=64), Config(batch_size=128)
-    measure, asked = measured({BASELINE: [100, 100, 100], fast: [200, 190, 150],
-                               second: [180, 170, 250]})
+    measure, asked = measured(
+        {BASELINE: [100, 100, 100], fast: [200, 190, 150], second: [180, 170, 250]}
+    )
     told: list[tuple[int, int, str]] = []
-    result = confirm(BASELINE, [fast, second], 3, measure,
-                     on_decided=lambda *args: told.append(args))
+    result = confirm(
+        BASELINE, [fast, second], 3, measure, on_decided=lambda *args: told.append(args)
+    )
     assert result is not None and result.winner.config == fast
     assert len(asked) == 6 and (result.rounds_run, result.rounds_planned) == (2, 3)
     assert result.decided_because is not None and told == [(2, 3, result.decided_because)]
@@ -236,11 +295,18 @@ def test_a_plateau_of_clear_gains_that_change_places_is_decided_after_two_rounds
     # 512 each ran far faster than the baseline, and none led every round. A third round would
     # order them by the noise that already reordered them: not run; the medians pick.
     b256, b384, b512 = (Config(batch_size=size, amp="bf16") for size in (256, 384, 512))
-    measure, asked = measured({BASELINE: [250, 240, 245], b256: [460, 470, 500],
-                               b384: [480, 445, 420], b512: [455, 490, 450]})
+    measure, asked = measured(
+        {
+            BASELINE: [250, 240, 245],
+            b256: [460, 470, 500],
+            b384: [480, 445, 420],
+            b512: [455, 490, 450],
+        }
+    )
     told: list[tuple[int, int, str]] = []
-    result = confirm(BASELINE, [b256, b384, b512], 3, measure,
-                     on_decided=lambda *args: told.append(args))
+    result = confirm(
+        BASELINE, [b256, b384, b512], 3, measure, on_decided=lambda *args: told.append(args)
+    )
     assert result is not None and (result.rounds_run, len(asked)) == (2, 8)
     assert result.winner.config == b512 and result.tie_break_rounds == 0
     assert told == [(2, 4, result.decided_because)]
@@ -248,8 +314,14 @@ def test_a_plateau_of_clear_gains_that_change_places_is_decided_after_two_rounds
     assert "3 candidates changed places between the 2 rounds" in result.decided_because
     # One of them within 15% of the baseline in one round: the gain is not clear, all three
     # rounds run.
-    measure, asked = measured({BASELINE: [250, 240, 245], b256: [430, 470, 500],
-                               b384: [480, 270, 420], b512: [406, 568, 450]})
+    measure, asked = measured(
+        {
+            BASELINE: [250, 240, 245],
+            b256: [430, 470, 500],
+            b384: [480, 270, 420],
+            b512: [406, 568, 450],
+        }
+    )
     result = confirm(BASELINE, [b256, b384, b512], 3, measure)
     assert result is not None and (result.rounds_run, len(asked)) == (3, 12)
     assert result.decided_because is None
@@ -260,13 +332,24 @@ def test_two_fastest_that_change_places_on_a_moving_machine_get_a_third_round() 
     # run in a slow spell picks, so the race is not decided after two; the third round, which
     # was planned, runs.
     b256, b384, b512 = (Config(batch_size=size, amp="bf16") for size in (256, 384, 512))
-    measure, asked = measured({BASELINE: [250, 240, 245], b256: [430, 470, 500],
-                               b384: [480, 410, 420], b512: [406, 568, 450]})
+    measure, asked = measured(
+        {
+            BASELINE: [250, 240, 245],
+            b256: [430, 470, 500],
+            b384: [480, 410, 420],
+            b512: [406, 568, 450],
+        }
+    )
     decided: list[tuple[int, int, str]] = []
     added: list[tuple[int, int, str]] = []
-    result = confirm(BASELINE, [b256, b384, b512], 3, measure,
-                     on_decided=lambda *args: decided.append(args),
-                     on_round_added=lambda *args: added.append(args))
+    result = confirm(
+        BASELINE,
+        [b256, b384, b512],
+        3,
+        measure,
+        on_decided=lambda *args: decided.append(args),
+        on_round_added=lambda *args: added.append(args),
+    )
     assert result is not None and (result.rounds_run, len(asked)) == (3, 12)
     assert result.decided_because is None and decided == []
     assert result.added_round_because is not None
@@ -281,28 +364,46 @@ def test_a_two_round_race_on_a_moving_machine_adds_a_third_for_its_two_fastest()
     # medians of two. A third round runs; bs 64, far behind both in both rounds, leaves
     # before it.
     b32, b128, b64 = (Config(batch_size=size, amp="bf16") for size in (32, 128, 64))
-    measure, asked = measured({BASELINE: [1500, 1700, 1600], b32: [2508, 2482, 2450],
-                               b128: [2051, 2777, 2700], b64: [1800, 1900]})
+    measure, asked = measured(
+        {
+            BASELINE: [1500, 1700, 1600],
+            b32: [2508, 2482, 2450],
+            b128: [2051, 2777, 2700],
+            b64: [1800, 1900],
+        }
+    )
     added: list[tuple[int, int, str]] = []
     left: list[tuple[Config, int]] = []
-    result = confirm(BASELINE, [b32, b128, b64], 2, measure,
-                     on_round_added=lambda *args: added.append(args),
-                     on_leave=lambda entry, saved: left.append((entry.config, saved)))
+    result = confirm(
+        BASELINE,
+        [b32, b128, b64],
+        2,
+        measure,
+        on_round_added=lambda *args: added.append(args),
+        on_leave=lambda entry, saved: left.append((entry.config, saved)),
+    )
     assert result is not None and (result.rounds_run, result.rounds_planned) == (3, 2)
     assert len(asked) == 11 and asked.count(b64) == 2
     assert added == [(3, 4, result.added_round_because)] and left == [(b64, 1)]
     assert result.winner.config == b128
     # Runs within the margin of each other: the two changed places on a plateau, and the
     # medians of two pick (no round is added).
-    measure, asked = measured({BASELINE: [1500, 1700], b32: [2508, 2482],
-                               b128: [2451, 2577], b64: [1800, 1900]})
+    measure, asked = measured(
+        {BASELINE: [1500, 1700], b32: [2508, 2482], b128: [2451, 2577], b64: [1800, 1900]}
+    )
     result = confirm(BASELINE, [b32, b128, b64], 2, measure)
     assert result is not None and result.rounds_run == 2 and len(asked) == 8
     assert result.added_round_because is None and result.winner.config == b128
     # The two that keep the baseline's effective batch (the drop-in answer) are judged alike.
     keep_a = Config(batch_size=16, amp="bf16", grad_accum_steps=2)
-    measure, asked = measured({BASELINE: [1500, 1700, 1600], b128: [4000, 4100, 4000],
-                               b32: [2508, 2482, 2450], keep_a: [2051, 2777, 2700]})
+    measure, asked = measured(
+        {
+            BASELINE: [1500, 1700, 1600],
+            b128: [4000, 4100, 4000],
+            b32: [2508, 2482, 2450],
+            keep_a: [2051, 2777, 2700],
+        }
+    )
     result = confirm(BASELINE, [b128, b32, keep_a], 2, measure)
     assert result is not None and result.rounds_run == 3
     assert result.added_round_because is not None
@@ -314,8 +415,9 @@ def test_a_gain_within_the_margin_of_the_baseline_runs_every_round() -> None:
     # bs 64 led every round, but by no more than 15% over the baseline: the last round runs
     # (where it loses one, the tie-break follows).
     fast, second = Config(batch_size=64), Config(batch_size=128)
-    measure, asked = measured({BASELINE: [100, 100, 100], fast: [112, 114, 111],
-                               second: [105, 104, 106]})
+    measure, asked = measured(
+        {BASELINE: [100, 100, 100], fast: [112, 114, 111], second: [105, 104, 106]}
+    )
     result = confirm(BASELINE, [fast, second], 3, measure)
     assert result is not None and result.winner.config == fast
     assert len(asked) == 9 and result.rounds_run == 3 and result.decided_because is None
@@ -324,8 +426,9 @@ def test_a_gain_within_the_margin_of_the_baseline_runs_every_round() -> None:
 def test_one_round_far_behind_is_no_evidence() -> None:
     # Round 1 caught bs 128 in a slow moment of the machine; it stays and wins.
     fast, unlucky = Config(batch_size=64), Config(batch_size=128)
-    measure, asked = measured({BASELINE: [100, 100, 100], fast: [200, 200, 200],
-                               unlucky: [150, 260, 250]})
+    measure, asked = measured(
+        {BASELINE: [100, 100, 100], fast: [200, 200, 200], unlucky: [150, 260, 250]}
+    )
     result = confirm(BASELINE, [fast, unlucky], 3, measure)
     assert result is not None
     out = next(entry for entry in result.candidates if entry.config == unlucky)
@@ -341,8 +444,9 @@ def test_a_candidate_within_the_margin_in_any_round_stays_to_the_end() -> None:
     # Round 1: close is 10% behind; round 2: 25% behind. It did not trail by the margin in
     # every round, so it runs all three (and loses on the median); fast leads the baseline by
     # less than the margin, so two rounds do not decide the race.
-    measure, asked = measured({BASELINE: [100, 100, 100], fast: [110, 110, 110],
-                               close: [99, 82.5, 132]})
+    measure, asked = measured(
+        {BASELINE: [100, 100, 100], fast: [110, 110, 110], close: [99, 82.5, 132]}
+    )
     result = confirm(BASELINE, [fast, close], 3, measure)
     assert result is not None
     assert asked.count(close) == 3
@@ -368,8 +472,14 @@ def test_the_fastest_that_keeps_the_effective_batch_stays_for_the_drop_in_answer
     bigger = Config(batch_size=256)
     keeping = Config(batch_size=32, grad_accum_steps=2)
     keeping_slower = Config(batch_size=16, grad_accum_steps=4)
-    measure, asked = measured({baseline: [100, 100, 100], bigger: [400, 400, 400],
-                               keeping: [110, 110, 110], keeping_slower: [90, 90, 90]})
+    measure, asked = measured(
+        {
+            baseline: [100, 100, 100],
+            bigger: [400, 400, 400],
+            keeping: [110, 110, 110],
+            keeping_slower: [90, 90, 90],
+        }
+    )
     result = confirm(baseline, [bigger, keeping, keeping_slower], 3, measure)
     assert result is not None
     # bs 32 x 2 leads the baseline by less than the margin: the race runs its third round.
@@ -380,15 +490,27 @@ def test_the_fastest_that_keeps_the_effective_batch_stays_for_the_drop_in_answer
     # Of two that keep it, each led one round and each ran more than 15% faster than the
     # baseline in both: the drop-in answer is decided (by the medians) after two rounds.
     with_workers = Config(batch_size=64, num_workers=2)
-    measure, asked = measured({baseline: [100, 100, 100], bigger: [400, 400, 400],
-                               keeping: [130, 125, 131], with_workers: [128, 131, 127]})
+    measure, asked = measured(
+        {
+            baseline: [100, 100, 100],
+            bigger: [400, 400, 400],
+            keeping: [130, 125, 131],
+            with_workers: [128, 131, 127],
+        }
+    )
     result = confirm(baseline, [bigger, keeping, with_workers], 3, measure)
     assert result is not None and result.rounds_run == 2 and len(asked) == 8
     assert same_effective_batch_entry(result).config == with_workers
     # Where one of them ran within 15% of the baseline in a round, the drop-in answer is not
     # decided, so the third round runs although bs 256 won both clearly.
-    measure, asked = measured({baseline: [100, 100, 100], bigger: [400, 400, 400],
-                               keeping: [130, 125, 131], with_workers: [112, 131, 127]})
+    measure, asked = measured(
+        {
+            baseline: [100, 100, 100],
+            bigger: [400, 400, 400],
+            keeping: [130, 125, 131],
+            with_workers: [112, 131, 127],
+        }
+    )
     result = confirm(baseline, [bigger, keeping, with_workers], 3, measure)
     assert result is not None and result.rounds_run == 3 and len(asked) == 12
     assert same_effective_batch_entry(result).config == keeping
@@ -407,11 +529,17 @@ def test_a_winner_that_lost_a_round_must_win_the_tie_break_or_the_baseline_stays
     # bs 64 is ahead on the median of three rounds but lost round 2: it and the baseline run
     # three more paired rounds, of which it wins one; 2 of 6 is no evidence, the baseline stays.
     lucky = Config(batch_size=64)
-    measure, asked = measured({BASELINE: [100, 100, 100, 100, 100, 100],
-                               lucky: [110, 95, 104, 97, 99, 96]})
+    measure, asked = measured(
+        {BASELINE: [100, 100, 100, 100, 100, 100], lucky: [110, 95, 104, 97, 99, 96]}
+    )
     told: list[tuple[Config, int]] = []
-    result = confirm(BASELINE, [lucky], 3, measure,
-                     on_tie_break=lambda config, rounds: told.append((config, rounds)))
+    result = confirm(
+        BASELINE,
+        [lucky],
+        3,
+        measure,
+        on_tie_break=lambda config, rounds: told.append((config, rounds)),
+    )
     assert result is not None
     assert told == [(lucky, 3)]
     assert asked.count(lucky) == 6 and asked.count(BASELINE) == 6
@@ -439,8 +567,9 @@ def test_a_tie_break_loser_is_not_the_drop_in_answer_either() -> None:
 
 def test_a_winner_that_lost_a_round_and_wins_most_of_the_tie_break_stays_flagged() -> None:
     close = Config(batch_size=64)
-    measure, asked = measured({BASELINE: [100, 100, 100, 100, 100, 100],
-                               close: [106, 98, 105, 104, 103, 99]})
+    measure, asked = measured(
+        {BASELINE: [100, 100, 100, 100, 100, 100], close: [106, 98, 105, 104, 103, 99]}
+    )
     result = confirm(BASELINE, [close], 3, measure)
     assert result is not None
     assert asked.count(close) == 6
@@ -486,8 +615,11 @@ speeds_strategy = st.lists(st.floats(min_value=1.0, max_value=1000.0), min_size=
 
 
 @settings(max_examples=200, deadline=None)
-@given(table=st.lists(speeds_strategy, min_size=2, max_size=5),
-       dominant=st.integers(min_value=0, max_value=3), margin=st.sampled_from([0.05, RACE_MARGIN]))
+@given(
+    table=st.lists(speeds_strategy, min_size=2, max_size=5),
+    dominant=st.integers(min_value=0, max_value=3),
+    margin=st.sampled_from([0.05, RACE_MARGIN]),
+)
 def test_race_invariants(table: list[list[float]], dominant: int, margin: float) -> None:
     """Whatever the speeds: a candidate at least as fast as every other in every round is never
     dropped and wins (when it beats the baseline); every candidate that left was behind the
@@ -522,14 +654,18 @@ def test_race_invariants(table: list[list[float]], dominant: int, margin: float)
         front = [e for e in finished if not any(outran(o, e) for o in finished if o is not e)]
         assert result.winner in front
         for entry in front:
-            assert all(a > (1 + margin) * b for a, b in
-                       zip(speeds_of(entry), speeds_of(result.baseline), strict=True))
+            assert all(
+                a > (1 + margin) * b
+                for a, b in zip(speeds_of(entry), speeds_of(result.baseline), strict=True)
+            )
         # Not on medians of two where the two fastest changed places on a moving machine.
-        first, second = sorted(finished, key=lambda e: statistics.median(speeds_of(e)),
-                               reverse=True)[:2] + [None] * max(0, 2 - len(finished))
+        first, second = sorted(
+            finished, key=lambda e: statistics.median(speeds_of(e)), reverse=True
+        )[:2] + [None] * max(0, 2 - len(finished))
         if first is not None and second is not None and not outran(first, second):
-            assert all(max(speeds_of(e)) <= (1 + margin) * min(speeds_of(e))
-                       for e in (first, second))
+            assert all(
+                max(speeds_of(e)) <= (1 + margin) * min(speeds_of(e)) for e in (first, second)
+            )
     if result.added_round_because is not None:
         assert result.rounds_run == 3 and result.decided_because is None
     for entry in result.candidates:
@@ -545,10 +681,13 @@ def test_race_invariants(table: list[list[float]], dominant: int, margin: float)
 
 
 @settings(max_examples=200, deadline=None)
-@given(base=st.lists(st.floats(min_value=50.0, max_value=150.0), min_size=4, max_size=4),
-       other=st.lists(st.floats(min_value=50.0, max_value=150.0), min_size=4, max_size=4))
+@given(
+    base=st.lists(st.floats(min_value=50.0, max_value=150.0), min_size=4, max_size=4),
+    other=st.lists(st.floats(min_value=50.0, max_value=150.0), min_size=4, max_size=4),
+)
 def test_a_recommended_change_beat_the_baseline_in_most_paired_rounds(
-        base: list[float], other: list[float]) -> None:
+    base: list[float], other: list[float]
+) -> None:
     """Whatever the speeds over 2 rounds and a 2-round tie-break: a winner other than the
     baseline beat it in every round, or in most rounds and on the median after the tie-break;
     and the tie-break ran exactly when the first two rounds left a doubt."""
@@ -564,8 +703,10 @@ def test_a_recommended_change_beat_the_baseline_in_most_paired_rounds(
     if result.winner is not result.baseline:
         ratios = result.paired_ratios
         assert all(r > 1.0 for r in ratios) or (
-            len(ratios) == 4 and sum(r > 1.0 for r in ratios) >= 3
-            and statistics.median(other) > statistics.median(base))
+            len(ratios) == 4
+            and sum(r > 1.0 for r in ratios) >= 3
+            and statistics.median(other) > statistics.median(base)
+        )
 
 
 @pytest.mark.slow
@@ -576,15 +717,54 @@ def test_a_real_run_stops_re_measuring_a_candidate_far_behind(tmp_path: Path) ->
     # leaves before the third, which then is not run: 4 workers led every round, by far.
     out = tmp_path / "best.json"
     done = subprocess.run(
-        [sys.executable, "-m", "autotune", "run", str(SLEEPY), "--range", "num_workers=0,1,4",
-         "--fix", "batch_size=8", "--fix", "amp=off", "--fix", "persistent_workers=true",
-         "--fix", "prefetch_factor=2", "--fix", "compile=off", "--no-profile", "--device", "cpu",
-         "--fix", "retain_freed_memory=false", "--fix", "intra_op_threads=null",
-         "--min-seconds", "0.5", "--min-steps", "3", "--warmup-steps", "1",
-         "--confirm-top", "2", "--confirm-rounds", "3", "--trials", "3",
-         "--db", f"sqlite:///{tmp_path / 'jobs.db'}", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
-        env={**os.environ, "COLUMNS": "250"})
+        [
+            sys.executable,
+            "-m",
+            "autotune",
+            "run",
+            str(SLEEPY),
+            "--range",
+            "num_workers=0,1,4",
+            "--fix",
+            "batch_size=8",
+            "--fix",
+            "amp=off",
+            "--fix",
+            "persistent_workers=true",
+            "--fix",
+            "prefetch_factor=2",
+            "--fix",
+            "compile=off",
+            "--no-profile",
+            "--device",
+            "cpu",
+            "--fix",
+            "retain_freed_memory=false",
+            "--fix",
+            "intra_op_threads=null",
+            "--min-seconds",
+            "0.5",
+            "--min-steps",
+            "3",
+            "--warmup-steps",
+            "1",
+            "--confirm-top",
+            "2",
+            "--confirm-rounds",
+            "3",
+            "--trials",
+            "3",
+            "--db",
+            f"sqlite:///{tmp_path / 'jobs.db'}",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "250"},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     document = json.loads(out.read_text())
     assert document["config"]["num_workers"] == 4

@@ -15,8 +15,16 @@ PLAN = MeasurePlan(**FAST)
 
 
 def _cuda_trial(path: str, config: Config, **kwargs: object) -> object:
-    return run_trial(path, config, "cuda:0", PLAN, 120, budget_is_host_memory=False,
-                     device_uuid=device_uuid(torch.device("cuda:0")), **kwargs)
+    return run_trial(
+        path,
+        config,
+        "cuda:0",
+        PLAN,
+        120,
+        budget_is_host_memory=False,
+        device_uuid=device_uuid(torch.device("cuda:0")),
+        **kwargs,
+    )
 
 
 def test_cuda_knobs_are_searched_on_a_gpu(workload_file) -> None:
@@ -31,8 +39,15 @@ def test_cuda_knobs_are_searched_on_a_gpu(workload_file) -> None:
 def test_amp_trains_finitely_with_device_memory_recorded(workload_file, amp: str) -> None:
     if amp == "bf16" and not torch.cuda.is_bf16_supported():
         pytest.skip("this GPU has no bf16")
-    config = Config(batch_size=64, num_workers=2, pin_memory=True, device_prefetch=True,
-                    amp=amp, channels_last=True, cudnn_benchmark=True)
+    config = Config(
+        batch_size=64,
+        num_workers=2,
+        pin_memory=True,
+        device_prefetch=True,
+        amp=amp,
+        channels_last=True,
+        cudnn_benchmark=True,
+    )
     result = _cuda_trial(workload_file("four_d"), config)
     assert result.outcome == "ok", result.error
     assert result.losses_finite is True
@@ -42,8 +57,9 @@ def test_amp_trains_finitely_with_device_memory_recorded(workload_file, amp: str
 
 
 def test_device_budget_gives_a_real_cuda_oom(workload_file) -> None:
-    result = _cuda_trial(workload_file("memory_hog"), Config(batch_size=512),
-                         memory_budget_bytes=64 * 2**20)
+    result = _cuda_trial(
+        workload_file("memory_hog"), Config(batch_size=512), memory_budget_bytes=64 * 2**20
+    )
     assert result.outcome == "oom", result.error
 
 

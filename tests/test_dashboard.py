@@ -35,13 +35,28 @@ browser = conftest_browser.browser
 TOKEN = "dashboard-test-token-0123456789"
 PLOTS = ("plot-history", "plot-batch", "plot-workers", "plot-memory")
 #: The measurement window of the tests' runs (a second or two per trial).
-FAST_RUN = ["--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1", "--no-profile",
-            "--fix", "compile=off"]
+FAST_RUN = [
+    "--min-seconds",
+    "0.3",
+    "--min-steps",
+    "3",
+    "--warmup-steps",
+    "1",
+    "--no-profile",
+    "--fix",
+    "compile=off",
+]
 
 
 def run_cli(args: list[str], directory: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*AUTOTUNE, *args], cwd=directory, env=clean_env(),
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [*AUTOTUNE, *args],
+        cwd=directory,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -53,15 +68,43 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def db_url(workdir: Path) -> str:
     """A database holding a finished job (1) and a failed one (2), measured for real."""
     url = f"sqlite:///{workdir / 'jobs.db'}"
-    finished = run_cli(["run", str(TESTS / "workloads" / "tiny.py"), "--trials", "4", "--db", url,
-                        *FAST_RUN, "--confirm-top", "2", "--confirm-rounds", "2",
-                        "--out", str(workdir / "best.json")], workdir)
+    finished = run_cli(
+        [
+            "run",
+            str(TESTS / "workloads" / "tiny.py"),
+            "--trials",
+            "4",
+            "--db",
+            url,
+            *FAST_RUN,
+            "--confirm-top",
+            "2",
+            "--confirm-rounds",
+            "2",
+            "--out",
+            str(workdir / "best.json"),
+        ],
+        workdir,
+    )
     assert finished.returncode == 0, finished.stdout + finished.stderr
     # `autotune run` says how to see the job's page.
     assert f"see it: autotune report 1 --db {url} --out report.html" in finished.stdout
-    failed = run_cli(["run", str(TESTS / "workloads" / "raises.py"), "--trials", "2",
-                      "--db", url, *FAST_RUN, "--confirm-top", "1", "--confirm-rounds", "1"],
-                     workdir)
+    failed = run_cli(
+        [
+            "run",
+            str(TESTS / "workloads" / "raises.py"),
+            "--trials",
+            "2",
+            "--db",
+            url,
+            *FAST_RUN,
+            "--confirm-top",
+            "1",
+            "--confirm-rounds",
+            "1",
+        ],
+        workdir,
+    )
     assert failed.returncode == 1, failed.stdout + failed.stderr
     return url
 
@@ -126,9 +169,13 @@ def test_jobs_list_shows_the_jobs_and_filters_them(service: Service, browser: Br
     page = open_page(browser, f"{service.base_url}/")
     rows = page.locator("#jobs-table tbody tr")
     expect(rows.first).to_be_visible()
-    statuses = dict(zip(rows.evaluate_all("rows => rows.map(r => r.dataset.job)"),
-                        rows.evaluate_all("rows => rows.map(r => r.dataset.status)"),
-                        strict=True))
+    statuses = dict(
+        zip(
+            rows.evaluate_all("rows => rows.map(r => r.dataset.job)"),
+            rows.evaluate_all("rows => rows.map(r => r.dataset.status)"),
+            strict=True,
+        )
+    )
     assert statuses["1"] == "succeeded" and statuses["2"] == "failed"
     assert page.locator("tr[data-job='1'] .speedup-cell").inner_text().endswith("x")
     page.select_option("#status-filter", "failed")
@@ -186,7 +233,8 @@ def test_trial_table_sorts_and_shows_each_failure_in_the_workloads_words(
     speeds = [float(v.replace(",", "")) for v in column(page, "samples/s") if v]
     assert speeds == sorted(speeds) and len(set(speeds)) > 1
     expect(page.locator("#trials-table thead th", has_text="samples/s")).to_have_attribute(
-        "aria-sort", "ascending")
+        "aria-sort", "ascending"
+    )
     page.locator("#trials-table thead th", has_text="samples/s").click()
     speeds = [float(v.replace(",", "")) for v in column(page, "samples/s") if v]
     assert speeds == sorted(speeds, reverse=True)
@@ -214,8 +262,11 @@ def test_pages_update_while_the_job_runs_without_a_reload(
 
     wait_for(grown, 180, f"a trial of job {live_job} to appear on its page\n{service.logs()}")
     expect(progress).not_to_have_text(first_progress, timeout=30_000)
-    wait_for(lambda: job_page.evaluate("document.body.dataset.status") == "succeeded", 300,
-             f"job {live_job} to succeed on its page\n{service.logs()}")
+    wait_for(
+        lambda: job_page.evaluate("document.body.dataset.status") == "succeeded",
+        300,
+        f"job {live_job} to succeed on its page\n{service.logs()}",
+    )
     for page in (job_page, jobs_page):
         assert page.evaluate("window.notReloaded") is True
     expect(job_page.locator("#speedup")).to_be_visible()
@@ -227,8 +278,11 @@ def test_pages_update_while_the_job_runs_without_a_reload(
 def test_compare_view_shows_two_jobs_side_by_side(
     service: Service, live_job: int, browser: Browser
 ) -> None:
-    wait_for(lambda: api(service, f"/v1/jobs/{live_job}")["status"] == "succeeded", 300,
-             f"job {live_job} to succeed\n{service.logs()}")
+    wait_for(
+        lambda: api(service, f"/v1/jobs/{live_job}")["status"] == "succeeded",
+        300,
+        f"job {live_job} to succeed\n{service.logs()}",
+    )
     page = open_page(browser, f"{service.base_url}/")
     for job_id in (1, live_job):
         page.check(f"input[data-select='{job_id}']")
@@ -238,16 +292,20 @@ def test_compare_view_shows_two_jobs_side_by_side(
     expect(page.locator("#compare-columns .card")).to_have_count(2)
     headings = page.locator("#compare-table thead th").all_inner_texts()
     assert headings[1].startswith("job 1") and headings[2].startswith(f"job {live_job}")
-    measured = sum(t["samples_per_s"] is not None and "batch_size" in t["config"]
-                   for job in (1, live_job) for t in trials_of(service, job))
+    measured = sum(
+        t["samples_per_s"] is not None and "batch_size" in t["config"]
+        for job in (1, live_job)
+        for t in trials_of(service, job)
+    )
     assert plot_points(page, ("plot-compare",))["plot-compare"]["data"] == measured
 
 
 @pytest.fixture(scope="module")
 def guarded(workdir: Path, db_url: str) -> Iterator[Service]:
     """A second server on the same database, with a token."""
-    started = conftest_service.start_service(workdir / "guarded", db_url=db_url,
-                                             env={"AUTOTUNE_API_TOKEN": TOKEN})
+    started = conftest_service.start_service(
+        workdir / "guarded", db_url=db_url, env={"AUTOTUNE_API_TOKEN": TOKEN}
+    )
     yield started
     started.stop()
 
@@ -290,9 +348,13 @@ def test_optuna_dashboard_finds_the_jobs_study(service: Service, workdir: Path) 
     log = workdir / "optuna-dashboard.log"
     executable = Path(AUTOTUNE[0]).with_name("optuna-dashboard")
     with log.open("wb") as out:
-        process = subprocess.Popen([str(executable), service.db_url, "--host", "127.0.0.1",
-                                    "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [str(executable), service.db_url, "--host", "127.0.0.1", "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
+
         def studies() -> list[dict[str, Any]] | None:
             if process.poll() is not None:
                 raise AssertionError(f"optuna-dashboard exited:\n{log.read_text()}")
@@ -307,13 +369,17 @@ def test_optuna_dashboard_finds_the_jobs_study(service: Service, workdir: Path) 
         names = {s["study_name"]: s["study_id"] for s in summaries}
         expected = study_name_for(1)
         assert expected in names, names
-        detail = httpx.get(f"http://127.0.0.1:{port}/api/studies/{names[expected]}",
-                           timeout=10).json()
+        detail = httpx.get(
+            f"http://127.0.0.1:{port}/api/studies/{names[expected]}", timeout=10
+        ).json()
         # Every measured search trial is in the study with the throughput autotune told it. The
         # study may hold more: a proposal that repeats a measured configuration is told too.
         told = [value for t in detail["trials"] for value in (t.get("values") or [])]
-        measured = [t["samples_per_s"] for t in trials_of(service, 1)
-                    if t["phase"] != "confirm" and t["outcome"] == "ok" and not t["pruned"]]
+        measured = [
+            t["samples_per_s"]
+            for t in trials_of(service, 1)
+            if t["phase"] != "confirm" and t["outcome"] == "ok" and not t["pruned"]
+        ]
         assert measured and len(detail["trials"]) >= len(measured)
         for value in measured:
             assert any(abs(v - value) <= 1e-6 * value for v in told), (value, told)
@@ -391,6 +457,7 @@ def test_pages_link_their_assets_which_are_cacheable(service: Service) -> None:
 def moved_job(db_url: str, workdir: Path) -> int:
     """A job whose first trial ran on every core, resumed by `autotune run --resume` on one:
     its first trial stays in measurement set 1, the rest of the job is measured as set 2."""
+
     class StopAfterFirstTrial(Reporter):
         def trial_finished(self, trial: Trial) -> None:
             cancel.set()
@@ -398,18 +465,39 @@ def moved_job(db_url: str, workdir: Path) -> int:
     cancel = threading.Event()
     database = open_database(db_url)
     try:
-        options = TuneOptions(workload=str(TESTS / "workloads" / "tiny.py"), n_trials=2,
-                              device="cpu", confirm_top=1, confirm_rounds=1, warmup_steps=1,
-                              min_steps=3, min_seconds=0.3)
+        options = TuneOptions(
+            workload=str(TESTS / "workloads" / "tiny.py"),
+            n_trials=2,
+            device="cpu",
+            confirm_top=1,
+            confirm_rounds=1,
+            warmup_steps=1,
+            min_steps=3,
+            min_seconds=0.3,
+        )
         job_id = create_job(database, options, status="running")
         run_job(database, job_id, StopAfterFirstTrial(), cancel=cancel)
     finally:
         database.dispose()
     first_core = min(os.sched_getaffinity(0))
     resumed = subprocess.run(
-        [*AUTOTUNE, "run", str(TESTS / "workloads" / "tiny.py"), "--resume", "--job",
-         str(job_id), "--db", db_url, "--out", str(workdir / "moved.json")],
-        cwd=workdir, env=clean_env(), capture_output=True, text=True, timeout=600,
+        [
+            *AUTOTUNE,
+            "run",
+            str(TESTS / "workloads" / "tiny.py"),
+            "--resume",
+            "--job",
+            str(job_id),
+            "--db",
+            db_url,
+            "--out",
+            str(workdir / "moved.json"),
+        ],
+        cwd=workdir,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
         preexec_fn=lambda: os.sched_setaffinity(0, {first_core}),
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
@@ -417,10 +505,13 @@ def moved_job(db_url: str, workdir: Path) -> int:
     return job_id
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
-                    reason="needs two CPU cores to resume on fewer")
+@pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason="needs two CPU cores to resume on fewer"
+)
 def test_trials_of_an_earlier_measurement_set_are_listed_marked_and_not_plotted(
-    service: Service, moved_job: int, browser: Browser,
+    service: Service,
+    moved_job: int,
+    browser: Browser,
 ) -> None:
     trials = trials_of(service, moved_job)
     assert api(service, f"/v1/jobs/{moved_job}")["measurement_set"] == 2

@@ -22,9 +22,24 @@ pytestmark = pytest.mark.slow
 
 browser = conftest_browser.browser
 
-RUN = ["run", str(TESTS / "workloads" / "tiny.py"), "--trials", "4", "--min-seconds", "0.3",
-       "--min-steps", "3", "--warmup-steps", "1", "--fix", "compile=off", "--confirm-top", "1",
-       "--confirm-rounds", "1"]
+RUN = [
+    "run",
+    str(TESTS / "workloads" / "tiny.py"),
+    "--trials",
+    "4",
+    "--min-seconds",
+    "0.3",
+    "--min-steps",
+    "3",
+    "--warmup-steps",
+    "1",
+    "--fix",
+    "compile=off",
+    "--confirm-top",
+    "1",
+    "--confirm-rounds",
+    "1",
+]
 
 #: In the page: the points each capacity plot holds, by trace kind (``meta``).
 CAPACITY_POINTS_JS = """
@@ -52,8 +67,14 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     workdir = tmp_path_factory.mktemp("capacity")
     url = f"sqlite:///{workdir / 'jobs.db'}"
     for extra in (["--profile-seconds", "4"], ["--no-profile"]):
-        done = subprocess.run([*AUTOTUNE, *RUN, "--db", url, *extra], cwd=workdir,
-                              env=clean_env(), capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [*AUTOTUNE, *RUN, "--db", url, *extra],
+            cwd=workdir,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
     started = conftest_service.start_service(workdir / "serve", db_url=url)
     yield started
@@ -87,7 +108,8 @@ def test_the_job_page_draws_the_ceilings_and_the_predictions(
     points = page.evaluate(CAPACITY_POINTS_JS)
     # One point per batch size the step alone ran at, per worker count the loader ran with.
     assert points["plot-capacity"]["step"] == sum(
-        p["samples_per_s"] is not None for p in profile["step"])
+        p["samples_per_s"] is not None for p in profile["step"]
+    )
     assert points["plot-loader"]["loader"] == len(profile["loader"])
     # The trials under the ceilings, and each measured trial against its prediction.
     measured = [t for t in trials if t["samples_per_s"] is not None]
@@ -101,10 +123,12 @@ def test_the_job_page_draws_the_ceilings_and_the_predictions(
     assert scaled and len(scaled) < len(predicted), "the first trial has no scale, later ones do"
     assert points["plot-predicted"]["scaled"] == len(scaled)
     drawn = page.evaluate(SCALED_POINTS_JS)
-    expected = [(t["predicted_samples_per_s"] * t["prediction_scale"], t["samples_per_s"])
-                for t in scaled]
+    expected = [
+        (t["predicted_samples_per_s"] * t["prediction_scale"], t["samples_per_s"]) for t in scaled
+    ]
     assert [v for pair in drawn for v in pair] == pytest.approx(
-        [v for pair in expected for v in pair])
+        [v for pair in expected for v in pair]
+    )
     screenshot(page, tmp_path, "job-capacity.png")
 
 

@@ -20,13 +20,22 @@ def test_a_job_submitted_for_other_hardware_is_refused_and_keeps_its_trials(
 ) -> None:
     db = open_database(str(tmp_path / "jobs.db"))
     try:
-        options = TuneOptions(workload=str(WORKLOADS / "tiny.py"), n_trials=2, device="auto",
-                              confirm_rounds=1, confirm_top=1,
-                              device_class="cuda: NVIDIA H100 80GB HBM3", **FAST)
+        options = TuneOptions(
+            workload=str(WORKLOADS / "tiny.py"),
+            n_trials=2,
+            device="auto",
+            confirm_rounds=1,
+            confirm_top=1,
+            device_class="cuda: NVIDIA H100 80GB HBM3",
+            **FAST,
+        )
         job_id = create_job(db, options, status="running")
         assert load_job(db, job_id).device_class == "cuda: NVIDIA H100 80GB HBM3"
-        with pytest.raises(ConfigError, match=r"submitted for 'cuda: NVIDIA H100 80GB HBM3' "
-                                              r"but this device is 'cpu: .*submit a new job"):
+        with pytest.raises(
+            ConfigError,
+            match=r"submitted for 'cuda: NVIDIA H100 80GB HBM3' "
+            r"but this device is 'cpu: .*submit a new job",
+        ):
             run_job(db, job_id)
         job = load_job(db, job_id)
         assert job.status == "failed" and job.device_class == "cuda: NVIDIA H100 80GB HBM3"
@@ -36,13 +45,18 @@ def test_a_job_submitted_for_other_hardware_is_refused_and_keeps_its_trials(
         db.dispose()
 
 
-@pytest.mark.parametrize(("device_class", "device", "complaint"), [
-    ("H100", "auto", "is not 'cuda: MODEL' or 'cpu: MODEL, N cores'"),
-    ("cpu: AMD EPYC 9454", "auto", "is not 'cuda: MODEL' or 'cpu: MODEL, N cores'"),
-    ("cuda: NVIDIA H100 80GB HBM3", "cpu", "cannot run a job for device class"),
-])
+@pytest.mark.parametrize(
+    ("device_class", "device", "complaint"),
+    [
+        ("H100", "auto", "is not 'cuda: MODEL' or 'cpu: MODEL, N cores'"),
+        ("cpu: AMD EPYC 9454", "auto", "is not 'cuda: MODEL' or 'cpu: MODEL, N cores'"),
+        ("cuda: NVIDIA H100 80GB HBM3", "cpu", "cannot run a job for device class"),
+    ],
+)
 def test_a_malformed_or_contradictory_device_class_is_refused(
-    device_class: str, device: str, complaint: str,
+    device_class: str,
+    device: str,
+    complaint: str,
 ) -> None:
     with pytest.raises(ValidationError, match=complaint):
         TuneOptions(workload="builtin:image-cnn", device=device, device_class=device_class)
@@ -51,8 +65,15 @@ def test_a_malformed_or_contradictory_device_class_is_refused(
 def test_a_job_records_the_device_class_it_runs_on(tmp_path: Path) -> None:
     db = open_database(str(tmp_path / "jobs.db"))
     try:
-        options = TuneOptions(workload=str(WORKLOADS / "tiny.py"), n_trials=2, device="cpu",
-                              confirm_rounds=1, confirm_top=1, profile=False, **FAST)
+        options = TuneOptions(
+            workload=str(WORKLOADS / "tiny.py"),
+            n_trials=2,
+            device="cpu",
+            confirm_rounds=1,
+            confirm_top=1,
+            profile=False,
+            **FAST,
+        )
         job = run_job(db, create_job(db, options, status="running"))
         assert job.status == "succeeded"
         assert job.device_class == device_identity("cpu").device_class

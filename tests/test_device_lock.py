@@ -34,11 +34,16 @@ print(json.dumps(held))
 """
 
 
-def hold_in_processes(devices: list[str], lock_dirs: list[Path], db_url: str = "-"
-                      ) -> list[tuple[float, float]]:
+def hold_in_processes(
+    devices: list[str], lock_dirs: list[Path], db_url: str = "-"
+) -> list[tuple[float, float]]:
     holders = [
-        subprocess.Popen([sys.executable, "-c", HOLDER, device, db_url], stdout=subprocess.PIPE,
-                         text=True, env={**os.environ, LOCK_DIR_ENV: str(lock_dir)})
+        subprocess.Popen(
+            [sys.executable, "-c", HOLDER, device, db_url],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, LOCK_DIR_ENV: str(lock_dir)},
+        )
         for device, lock_dir in zip(devices, lock_dirs, strict=True)
     ]
     intervals: list[tuple[float, float]] = []
@@ -67,7 +72,8 @@ def test_different_devices_do_not_wait_for_each_other(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 def test_on_postgresql_the_advisory_lock_serializes_without_a_shared_lock_dir(
-    postgres_url: str, tmp_path: Path,
+    postgres_url: str,
+    tmp_path: Path,
 ) -> None:
     """Two containers on one host share the database but not /tmp: the advisory lock keyed
     by host and device still makes them take turns."""
@@ -90,9 +96,16 @@ def test_waiting_for_a_device_ends_when_cancelled() -> None:
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
     env = {**os.environ, LOCK_DIR_ENV: str(tmp_path)}
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import time; from autotune.store import device_lock\n"
-         "with device_lock(None, 'cpu'):\n    print('held', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True, env=env)
+        [
+            sys.executable,
+            "-c",
+            "import time; from autotune.store import device_lock\n"
+            "with device_lock(None, 'cpu'):\n    print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     os.environ[LOCK_DIR_ENV], before = str(tmp_path), os.environ.get(LOCK_DIR_ENV)
     try:

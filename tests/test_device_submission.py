@@ -53,12 +53,14 @@ def devices(http: httpx.Client) -> dict[str, int]:
 
 
 def autotune(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*AUTOTUNE, *args], capture_output=True, text=True, timeout=60,
-                          env=clean_env())
+    return subprocess.run(
+        [*AUTOTUNE, *args], capture_output=True, text=True, timeout=60, env=clean_env()
+    )
 
 
 def test_a_job_runs_only_on_the_device_class_it_names_and_says_what_it_waits_for(
-    db_url: str | None, tmp_path: Path,
+    db_url: str | None,
+    tmp_path: Path,
 ) -> None:
     here = device_identity("auto").device_class
     service = start_service(tmp_path, db_url=db_url)
@@ -91,7 +93,10 @@ def test_a_job_runs_only_on_the_device_class_it_names_and_says_what_it_waits_for
             # The worker polled the queue all along and never took the other job.
             waiting = http.get(f"/v1/jobs/{elsewhere['id']}").json()
             assert (waiting["status"], waiting["worker_id"], waiting["attempts"]) == (
-                "queued", None, 0)
+                "queued",
+                None,
+                0,
+            )
             assert ELSEWHERE in waiting["waiting_for"]
             listed = {j["id"]: j for j in http.get("/v1/jobs").json()["data"]}
             assert listed[elsewhere["id"]]["waiting_for"] == waiting["waiting_for"]
@@ -124,21 +129,31 @@ def idle_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[conftest_
     service.stop()
 
 
-@pytest.mark.parametrize(("options", "complaint"), [
-    ({"device_class": "H100"}, "is not 'cuda: MODEL' or 'cpu: MODEL, N cores'"),
-    ({"device_class": "cpu: AMD EPYC 9454"}, "is not 'cuda: MODEL' or 'cpu: MODEL, N cores'"),
-    ({"device_class": ELSEWHERE, "device": "cpu"}, "cannot run a job for device class"),
-    ({"device_class": "x" * 600}, "at most 512 characters"),
-    ({"on_new_hardware": "sometimes"}, "'fresh' or 'refuse'"),
-])
+@pytest.mark.parametrize(
+    ("options", "complaint"),
+    [
+        ({"device_class": "H100"}, "is not 'cuda: MODEL' or 'cpu: MODEL, N cores'"),
+        ({"device_class": "cpu: AMD EPYC 9454"}, "is not 'cuda: MODEL' or 'cpu: MODEL, N cores'"),
+        ({"device_class": ELSEWHERE, "device": "cpu"}, "cannot run a job for device class"),
+        ({"device_class": "x" * 600}, "at most 512 characters"),
+        ({"on_new_hardware": "sometimes"}, "'fresh' or 'refuse'"),
+    ],
+)
 def test_a_malformed_device_class_is_a_clear_422(
-    options: dict[str, Any], complaint: str, idle_service: conftest_service.Service,
+    options: dict[str, Any],
+    complaint: str,
+    idle_service: conftest_service.Service,
 ) -> None:
     with idle_service.client() as http:
         response = http.post("/v1/jobs", json={"workload": "tiny", **options})
         assert response.status_code == 422, response.text
         assert complaint in response.text
-        cli = autotune("submit", "tiny", "--server", idle_service.base_url,
-                       *[f"--{k.replace('_', '-')}={v}" for k, v in options.items()])
+        cli = autotune(
+            "submit",
+            "tiny",
+            "--server",
+            idle_service.base_url,
+            *[f"--{k.replace('_', '-')}={v}" for k, v in options.items()],
+        )
         assert cli.returncode != 0 and complaint in cli.stdout + cli.stderr, cli
         assert http.get("/v1/jobs").json()["count"] == 0

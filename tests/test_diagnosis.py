@@ -9,22 +9,39 @@ from autotune.store import TrialRecord
 from autotune.tuner._record import trial_row
 
 CPU = DeviceInfo(type="cpu", name="test cpu", memory_bytes=16 * 2**30, cpu_count=8)
-CUDA = DeviceInfo(type="cuda", name="test gpu", memory_bytes=80 * 2**30, index=0,
-                  bf16_supported=True, compute_capability=(9, 0))
+CUDA = DeviceInfo(
+    type="cuda",
+    name="test gpu",
+    memory_bytes=80 * 2**30,
+    index=0,
+    bf16_supported=True,
+    compute_capability=(9, 0),
+)
 
 
-def view(config: Config, outcome: str = "ok", samples_per_s: float | None = 100.0,
-         wait: float | None = 0.05, peak: int | None = None,
-         utilization: float | None = None) -> TrialView:
-    return TrialView(config=config, outcome=outcome, samples_per_s=samples_per_s,
-                     data_wait_fraction=wait, peak_memory_bytes=peak,
-                     device_utilization=utilization)
+def view(
+    config: Config,
+    outcome: str = "ok",
+    samples_per_s: float | None = 100.0,
+    wait: float | None = 0.05,
+    peak: int | None = None,
+    utilization: float | None = None,
+) -> TrialView:
+    return TrialView(
+        config=config,
+        outcome=outcome,
+        samples_per_s=samples_per_s,
+        data_wait_fraction=wait,
+        peak_memory_bytes=peak,
+        device_utilization=utilization,
+    )
 
 
 def test_input_bound_even_after_tuning() -> None:
     baseline = view(Config(num_workers=0), samples_per_s=200.0, wait=0.72)
-    best = view(Config(num_workers=8, prefetch_factor=4, pin_memory=True), samples_per_s=500.0,
-                wait=0.41)
+    best = view(
+        Config(num_workers=8, prefetch_factor=4, pin_memory=True), samples_per_s=500.0, wait=0.41
+    )
     text = diagnose(baseline, best, [baseline, best], CUDA, memory_limited=False)
     assert text.startswith("Verdict: input-bound.")
     assert "72%" in text and "num_workers=0" in text
@@ -51,34 +68,43 @@ def test_compute_bound_after_fixing_the_loader() -> None:
     assert "bf16" in text  # AMP rarely pays on a CPU
 
 
-
 def test_a_wait_without_workers_is_named_as_loading_in_the_main_process() -> None:
     """With num_workers=0 the data wait is the training thread loading each batch itself:
     "waits 27%, so the time goes to the model's own work" read as a contradiction."""
     baseline = view(Config(num_workers=0), samples_per_s=2147.0, wait=0.15)
-    best = view(Config(batch_size=256, num_workers=0, amp="bf16"), samples_per_s=5399.0,
-                wait=0.27)
+    best = view(Config(batch_size=256, num_workers=0, amp="bf16"), samples_per_s=5399.0, wait=0.27)
     text = diagnose(baseline, best, [baseline, best], CPU, memory_limited=False)
     assert text.startswith("Verdict: compute-bound.")
-    assert ("the recommendation (num_workers=0) loads each batch in the main process, 27% of "
-            "each step, and spends the rest in the model's own work") in text
+    assert (
+        "the recommendation (num_workers=0) loads each batch in the main process, 27% of "
+        "each step, and spends the rest in the model's own work"
+    ) in text
     assert "waits 27%" not in text
+
 
 def test_mixed_precision_that_lost_in_the_profile_is_reported_as_measured_not_advised() -> None:
     # text-transformer's step alone on a 2-core Xeon with AMX and AVX-512 BF16 (2026-11-26):
     # bf16 runs natively there and was still slower than fp32 at every batch the profile ran.
-    step = [StepPoint(batch_size=b, amp=amp, samples_per_s=rate)
-            for amp, rates in {"off": {32: 560.9, 96: 639.4, 128: 563.7},
-                               "bf16": {32: 473.8, 96: 390.9, 128: 555.5}}.items()
-            for b, rate in rates.items()]
-    profile = Profile(device_type="cpu", cpu_count=2, step=step, memory=[],
-                      loader=[LoaderPoint(num_workers=0, samples_per_s=26079.0,
-                                          cpu_s_per_sample=4e-5)], loader_batch_size=32)
+    step = [
+        StepPoint(batch_size=b, amp=amp, samples_per_s=rate)
+        for amp, rates in {
+            "off": {32: 560.9, 96: 639.4, 128: 563.7},
+            "bf16": {32: 473.8, 96: 390.9, 128: 555.5},
+        }.items()
+        for b, rate in rates.items()
+    ]
+    profile = Profile(
+        device_type="cpu",
+        cpu_count=2,
+        step=step,
+        memory=[],
+        loader=[LoaderPoint(num_workers=0, samples_per_s=26079.0, cpu_s_per_sample=4e-5)],
+        loader_batch_size=32,
+    )
     native = CPU.model_copy(update={"bf16_supported": True, "bf16_native": True})
     baseline = view(Config(batch_size=32), samples_per_s=508.5, wait=0.03)
     best = view(Config(batch_size=96, num_workers=4), samples_per_s=559.2, wait=0.02)
-    text = diagnose(baseline, best, [baseline, best], native, memory_limited=False,
-                    profile=profile)
+    text = diagnose(baseline, best, [baseline, best], native, memory_limited=False, profile=profile)
     assert "mixed precision does not pay for this model here" in text
     # Read on each precision's curve: fp32's lone 639 at batch 96 reads as its neighbours.
     assert "556 samples/s in bf16 against 564 in fp32" in text
@@ -89,16 +115,16 @@ def test_mixed_precision_that_lost_in_the_profile_is_reported_as_measured_not_ad
     assert "no bf16 instructions" in text and "emulated" in text
     # A profile that never stepped in bf16 leaves mixed precision among what would raise it.
     fp32_only = profile.model_copy(update={"step": [p for p in step if p.amp == "off"]})
-    text = diagnose(baseline, best, [baseline, best], native, memory_limited=False,
-                    profile=fp32_only)
+    text = diagnose(
+        baseline, best, [baseline, best], native, memory_limited=False, profile=fp32_only
+    )
     assert "mixed precision (where the hardware runs it natively)" in text
     assert "does not pay" not in text and "emulated" not in text
 
 
 def test_compute_bound_gpu_with_low_utilization() -> None:
     baseline = view(Config(), wait=0.02, utilization=0.40)
-    best = view(Config(batch_size=64, amp="bf16"), samples_per_s=180.0, wait=0.03,
-                utilization=0.55)
+    best = view(Config(batch_size=64, amp="bf16"), samples_per_s=180.0, wait=0.03, utilization=0.55)
     text = diagnose(baseline, best, [baseline, best], CUDA, memory_limited=False)
     assert "compute-bound" in text and "55%" in text
     assert ".item()" in text and "torch.compile" in text
@@ -145,14 +171,22 @@ def test_deterministic() -> None:
     baseline = view(Config(), wait=0.5)
     best = view(Config(num_workers=4), wait=0.1)
     first = diagnose(baseline, best, [baseline, best], CUDA, memory_limited=False)
-    assert all(diagnose(baseline, best, [baseline, best], CUDA, memory_limited=False) == first
-               for _ in range(3))
+    assert all(
+        diagnose(baseline, best, [baseline, best], CUDA, memory_limited=False) == first
+        for _ in range(3)
+    )
 
 
 def test_view_of_a_stored_trial() -> None:
     config = Config(batch_size=64, num_workers=2)
-    record = TrialRecord(config=config, outcome="ok", samples_per_s=10.0,
-                         data_wait_fraction=0.1, peak_host_memory_bytes=2**20)
+    record = TrialRecord(
+        config=config,
+        outcome="ok",
+        samples_per_s=10.0,
+        data_wait_fraction=0.1,
+        peak_host_memory_bytes=2**20,
+    )
     row = trial_row(1, 1, "search", record, None)
     assert TrialView.of(TrialRecord.model_validate(row)) == TrialView(
-        config.normalized(), "ok", 10.0, 0.1, 2**20, None)
+        config.normalized(), "ok", 10.0, 0.1, 2**20, None
+    )

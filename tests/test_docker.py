@@ -23,8 +23,12 @@ HADOLINT = Path(sys.executable).parent / "hadolint"
 
 @pytest.mark.parametrize("dockerfile", ["Dockerfile.cpu", "Dockerfile.cuda"])
 def test_the_dockerfiles_pass_hadolint(dockerfile: str) -> None:
-    linted = subprocess.run([str(HADOLINT), "--no-color", str(DOCKER / dockerfile)],
-                            capture_output=True, text=True, timeout=60)
+    linted = subprocess.run(
+        [str(HADOLINT), "--no-color", str(DOCKER / dockerfile)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert linted.returncode == 0, linted.stdout + linted.stderr
 
 
@@ -51,8 +55,7 @@ def test_compose_runs_postgres_with_a_volume_the_api_and_a_worker_per_gpu() -> N
     assert any(volume.endswith(":/var/lib/postgresql/data") for volume in db["volumes"])
     assert "healthcheck" in services["api"]
     assert "--no-worker" in services["api"]["command"]  # trials run only in the GPU workers
-    workers = {name: service for name, service in services.items()
-               if name.startswith("worker-")}
+    workers = {name: service for name, service in services.items() if name.startswith("worker-")}
     reserved = [
         tuple(device["device_ids"])
         for service in workers.values()

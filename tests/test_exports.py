@@ -15,25 +15,38 @@ from autotune.recommend._export import exports
 from autotune.space import Config, DeviceInfo
 
 CPU = DeviceInfo(type="cpu", name="test cpu", memory_bytes=16 * 2**30, cpu_count=4)
-CUDA = DeviceInfo(type="cuda", name="test gpu", memory_bytes=80 * 2**30, index=0,
-                  bf16_supported=True, compute_capability=(9, 0))
+CUDA = DeviceInfo(
+    type="cuda",
+    name="test gpu",
+    memory_bytes=80 * 2**30,
+    index=0,
+    bf16_supported=True,
+    compute_capability=(9, 0),
+)
 
 
 def dataset() -> TensorDataset:
-    return TensorDataset(torch.arange(40, dtype=torch.float32).reshape(20, 2),
-                         torch.arange(20))
+    return TensorDataset(torch.arange(40, dtype=torch.float32).reshape(20, 2), torch.arange(20))
 
 
 def test_exactly_three_sections() -> None:
-    assert set(exports(Config(), CPU)) == {"dataloader", "lightning_trainer",
-                                           "hf_training_arguments"}
+    assert set(exports(Config(), CPU)) == {
+        "dataloader",
+        "lightning_trainer",
+        "hf_training_arguments",
+    }
 
 
 def test_dataloader_kwargs_with_workers_iterate() -> None:
     config = Config(batch_size=8, num_workers=2, prefetch_factor=3, persistent_workers=True)
     kwargs = exports(config, CPU)["dataloader"]
-    assert kwargs == {"batch_size": 8, "num_workers": 2, "pin_memory": False,
-                      "persistent_workers": True, "prefetch_factor": 3}
+    assert kwargs == {
+        "batch_size": 8,
+        "num_workers": 2,
+        "pin_memory": False,
+        "persistent_workers": True,
+        "prefetch_factor": 3,
+    }
     loader = DataLoader(dataset(), **kwargs)
     sizes = [len(inputs) for inputs, _ in loader]
     assert sizes == [8, 8, 4]  # drop_last is the user's choice: not exported
@@ -54,11 +67,14 @@ def test_dataloader_default_prefetch_is_written_as_torchs_default() -> None:
     assert kwargs["persistent_workers"] is False
 
 
-@pytest.mark.parametrize(("amp", "precision", "fp16", "bf16"), [
-    ("off", "32-true", False, False),
-    ("fp16", "16-mixed", True, False),
-    ("bf16", "bf16-mixed", False, True),
-])
+@pytest.mark.parametrize(
+    ("amp", "precision", "fp16", "bf16"),
+    [
+        ("off", "32-true", False, False),
+        ("fp16", "16-mixed", True, False),
+        ("bf16", "bf16-mixed", False, True),
+    ],
+)
 def test_precision_for_each_amp(amp: str, precision: str, fp16: bool, bf16: bool) -> None:
     section = exports(Config(amp=amp), CUDA)
     assert section["lightning_trainer"]["precision"] == precision
@@ -67,8 +83,16 @@ def test_precision_for_each_amp(amp: str, precision: str, fp16: bool, bf16: bool
 
 
 def test_hf_training_arguments_on_cuda() -> None:
-    config = Config(batch_size=64, num_workers=4, pin_memory=True, prefetch_factor=2,
-                    persistent_workers=True, amp="bf16", tf32=True, grad_accum_steps=4)
+    config = Config(
+        batch_size=64,
+        num_workers=4,
+        pin_memory=True,
+        prefetch_factor=2,
+        persistent_workers=True,
+        amp="bf16",
+        tf32=True,
+        grad_accum_steps=4,
+    )
     assert exports(config, CUDA)["hf_training_arguments"] == {
         "per_device_train_batch_size": 64,
         "gradient_accumulation_steps": 4,
@@ -83,8 +107,9 @@ def test_hf_training_arguments_on_cuda() -> None:
 
 
 @pytest.mark.parametrize(("tf32", "expected"), [(None, None), (True, True), (False, False)])
-def test_unset_tf32_is_left_to_pytorch_in_the_exports(tf32: bool | None,
-                                                      expected: bool | None) -> None:
+def test_unset_tf32_is_left_to_pytorch_in_the_exports(
+    tf32: bool | None, expected: bool | None
+) -> None:
     # A recommendation that never set TF32 must not turn it on or off in the user's trainer.
     hf = exports(Config(tf32=tf32), CUDA)["hf_training_arguments"]
     assert hf.get("tf32") is expected
@@ -103,10 +128,13 @@ def test_lightning_trainer_cpu_and_cuda() -> None:
     config = Config(cudnn_benchmark=True, grad_accum_steps=2)
     on_cuda = exports(config, CUDA)["lightning_trainer"]
     on_cpu = exports(config, CPU)["lightning_trainer"]
-    assert on_cuda == {"accelerator": "gpu", "precision": "32-true",
-                       "accumulate_grad_batches": 2, "benchmark": True}
-    assert on_cpu == {"accelerator": "cpu", "precision": "32-true",
-                      "accumulate_grad_batches": 2}
+    assert on_cuda == {
+        "accelerator": "gpu",
+        "precision": "32-true",
+        "accumulate_grad_batches": 2,
+        "benchmark": True,
+    }
+    assert on_cpu == {"accelerator": "cpu", "precision": "32-true", "accumulate_grad_batches": 2}
 
 
 def test_channels_last_and_device_prefetch_are_not_exported() -> None:
@@ -118,8 +146,10 @@ def test_channels_last_and_device_prefetch_are_not_exported() -> None:
 def test_retaining_freed_memory_is_exported_as_the_environment_to_start_python_with() -> None:
     assert "environment" not in exports(Config(), CPU)
     environment = exports(Config(retain_freed_memory=True), CPU)["environment"]
-    assert environment == {"MALLOC_MMAP_THRESHOLD_": str(1 << 30),
-                           "MALLOC_TRIM_THRESHOLD_": str((1 << 31) - 1)}
+    assert environment == {
+        "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
+        "MALLOC_TRIM_THRESHOLD_": str((1 << 31) - 1),
+    }
     # What the variables do is tested in test_host_allocator.py.
 
 
@@ -130,7 +160,11 @@ def test_the_steps_threads_are_exported_as_the_environment_torch_reads_at_start(
     assert environment == {"OMP_NUM_THREADS": "1"}
     started = subprocess.run(
         [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
-        env={**os.environ, **environment}, capture_output=True, text=True, check=True)
+        env={**os.environ, **environment},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert started.stdout.strip() == "1"
 
 

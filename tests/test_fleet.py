@@ -73,12 +73,16 @@ def stored(service: Service) -> tuple[list[Job], list[Trial]]:
 
 def overlapping(trials: list[Trial]) -> list[tuple[int, int]]:
     """Pairs of trials (ids) of which the second started before the first finished."""
-    return [(a.id, b.id) for a, b in itertools.pairwise(trials)
-            if a.finished_at is None or b.started_at < a.finished_at]
+    return [
+        (a.id, b.id)
+        for a, b in itertools.pairwise(trials)
+        if a.finished_at is None or b.started_at < a.finished_at
+    ]
 
 
 def test_serve_and_a_worker_on_one_device_measure_one_trial_at_a_time(
-    db_url: str | None, tmp_path: Path,
+    db_url: str | None,
+    tmp_path: Path,
 ) -> None:
     """The README's setup: `autotune serve` (a worker inside) beside `autotune worker`."""
     service = start_service(tmp_path, embedded_worker=True, db_url=db_url)
@@ -87,8 +91,9 @@ def test_serve_and_a_worker_on_one_device_measure_one_trial_at_a_time(
         with service.client() as http:
             job_ids = [submit(http), submit(http)]
             for job_id in job_ids:
-                job = wait_for(lambda job_id=job_id: finished(http, job_id), 300,
-                               f"job {job_id} to finish")
+                job = wait_for(
+                    lambda job_id=job_id: finished(http, job_id), 300, f"job {job_id} to finish"
+                )
                 assert job["status"] == "succeeded", (job["error"], service.logs())
             documents = [http.get(f"/v1/jobs/{j}/recommendation").json() for j in job_ids]
     finally:
@@ -111,14 +116,16 @@ def worker_of(service: Service, job_id: int) -> str | None:
 
 def _writable(db_url: str, job_id: int) -> bool:
     """Whether another process could write the job's row within a second now."""
-    engine = create_engine(db_url, connect_args={"timeout": 1.0}
-                           if db_url.startswith("sqlite") else {})
+    engine = create_engine(
+        db_url, connect_args={"timeout": 1.0} if db_url.startswith("sqlite") else {}
+    )
     try:
         with engine.begin() as connection:
             if engine.dialect.name == "postgresql":
                 connection.execute(text("SET LOCAL lock_timeout = '1s'"))
-            connection.execute(text("UPDATE autotune_jobs SET id = id WHERE id = :id"),
-                               {"id": job_id})
+            connection.execute(
+                text("UPDATE autotune_jobs SET id = id WHERE id = :id"), {"id": job_id}
+            )
         return True
     except OperationalError:
         return False
@@ -141,7 +148,8 @@ def pause_outside_its_writes(pid: int, db_url: str, job_id: int, attempts: int =
 
 
 def test_a_paused_worker_that_lost_its_lease_writes_nothing_when_it_wakes(
-    db_url: str | None, tmp_path: Path,
+    db_url: str | None,
+    tmp_path: Path,
 ) -> None:
     """SIGSTOP a worker mid-trial past its lease, let another take the job, then SIGCONT:
     no trial is stored twice, none is lost, and the trials never overlap."""
@@ -150,9 +158,14 @@ def test_a_paused_worker_that_lost_its_lease_writes_nothing_when_it_wakes(
         paused = service.start_worker()
         with service.client() as http:
             job_id = submit(http, n_trials=4)
-            wait_for(lambda: http.get(f"/v1/jobs/{job_id}").json()["progress"]["trials_done"]
-                     >= 1 and running_trials(paused), 120,
-                     "a finished trial and a running one")
+            wait_for(
+                lambda: (
+                    http.get(f"/v1/jobs/{job_id}").json()["progress"]["trials_done"] >= 1
+                    and running_trials(paused)
+                ),
+                120,
+                "a finished trial and a running one",
+            )
             pause_outside_its_writes(paused.pid, service.db_url, job_id)
             try:
                 paused_id = worker_of(service, job_id)
@@ -161,8 +174,11 @@ def test_a_paused_worker_that_lost_its_lease_writes_nothing_when_it_wakes(
                 # The new worker starts (imports torch, on cores the paused worker's trial still
                 # uses), waits out the lease and claims the job: 24 s was not always enough.
                 try:
-                    wait_for(lambda: worker_of(service, job_id) not in (paused_id, None),
-                             HEARTBEAT_TIMEOUT_S + 60, "the second worker to take the job over")
+                    wait_for(
+                        lambda: worker_of(service, job_id) not in (paused_id, None),
+                        HEARTBEAT_TIMEOUT_S + 60,
+                        "the second worker to take the job over",
+                    )
                 except AssertionError as exc:
                     raise AssertionError(f"{exc}\n{service.logs()}") from None
             finally:
@@ -170,8 +186,9 @@ def test_a_paused_worker_that_lost_its_lease_writes_nothing_when_it_wakes(
             try:
                 job = wait_for(lambda: finished(http, job_id), 300, "the job to finish")
             except AssertionError as exc:
-                raise AssertionError(f"{exc}; the job: {http.get(f'/v1/jobs/{job_id}').json()}"
-                                     f"\n{service.logs()}") from None
+                raise AssertionError(
+                    f"{exc}; the job: {http.get(f'/v1/jobs/{job_id}').json()}\n{service.logs()}"
+                ) from None
             assert job["status"] == "succeeded", (job["error"], service.logs())
             assert job["attempts"] == 2
     finally:
@@ -236,7 +253,8 @@ class TcpProxy:
 
 @pytest.mark.postgres
 def test_a_database_restart_mid_job_requeues_it_and_the_worker_reconnects(
-    postgres_url: str, tmp_path: Path,
+    postgres_url: str,
+    tmp_path: Path,
 ) -> None:
     direct = postgres_url
     proxy = TcpProxy(("127.0.0.1", 5432))
@@ -244,15 +262,28 @@ def test_a_database_restart_mid_job_requeues_it_and_the_worker_reconnects(
     service = start_service(tmp_path, db_url=direct)
     try:
         worker = conftest_service.start_autotune(
-            ["worker", "--db", direct.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}"),
-             "--heartbeat-timeout", str(HEARTBEAT_TIMEOUT_S), "--poll-interval", "0.2"],
-            tmp_path / "worker-through-proxy.log")
+            [
+                "worker",
+                "--db",
+                direct.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}"),
+                "--heartbeat-timeout",
+                str(HEARTBEAT_TIMEOUT_S),
+                "--poll-interval",
+                "0.2",
+            ],
+            tmp_path / "worker-through-proxy.log",
+        )
         service.workers.append(worker)
         with service.client() as http:
             job_id = submit(http, n_trials=4)
-            wait_for(lambda: http.get(f"/v1/jobs/{job_id}").json()["progress"]["trials_done"]
-                     >= 1 and running_trials(worker), 120,
-                     "a finished trial and a running one")
+            wait_for(
+                lambda: (
+                    http.get(f"/v1/jobs/{job_id}").json()["progress"]["trials_done"] >= 1
+                    and running_trials(worker)
+                ),
+                120,
+                "a finished trial and a running one",
+            )
             proxy.stop()  # down for longer than a trial: its result cannot be stored
             time.sleep(HEARTBEAT_TIMEOUT_S + 2)
             assert http.get(f"/v1/jobs/{job_id}").json()["status"] == "running"
@@ -272,16 +303,15 @@ def test_the_trial_of_a_worker_killed_with_sigkill_dies_with_it(tmp_path: Path) 
     service = start_service(tmp_path)
     # Its trials hang in the data loader and never report: nothing but the worker's death
     # can tell them to stop.
-    shutil.copy(conftest_service.TESTS / "workloads" / "hang.py",
-                tmp_path / "workloads" / "hang.py")
+    shutil.copy(
+        conftest_service.TESTS / "workloads" / "hang.py", tmp_path / "workloads" / "hang.py"
+    )
     try:
         worker = service.start_worker()
         with service.client() as http:
             submit(http, workload="hang", trial_timeout_s=600)
-            wait_for(lambda: stored(service)[0][0].space is not None, 120,
-                     "the probe to finish")
-            trials = wait_for(lambda: running_trials(worker), 60,
-                              "a trial process")
+            wait_for(lambda: stored(service)[0][0].space is not None, 120, "the probe to finish")
+            trials = wait_for(lambda: running_trials(worker), 60, "a trial process")
             os.kill(worker.pid, signal.SIGKILL)
             worker.popen.wait(10)
             _, alive = psutil.wait_procs(trials, timeout=15)

@@ -51,8 +51,14 @@ def faults_per_round(retain: bool | None, environment: dict[str, str] | None = N
     malloc alone, else ``rec.prepare_model``'s code path applies the configuration."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     env.update(environment or {})
-    out = subprocess.run([sys.executable, "-c", _FAULTS_PER_ROUND, json.dumps(retain)],
-                         capture_output=True, text=True, env=env, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _FAULTS_PER_ROUND, json.dumps(retain)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -71,16 +77,19 @@ def test_the_exported_environment_does_what_prepare_model_does() -> None:
 
 
 def _device(**fields: object) -> DeviceInfo:
-    return DeviceInfo(**{"type": "cpu", "name": "cpu", "memory_bytes": 8 << 30,
-                         "cpu_count": 2, **fields})  # type: ignore[arg-type]
+    return DeviceInfo(
+        **{"type": "cpu", "name": "cpu", "memory_bytes": 8 << 30, "cpu_count": 2, **fields}
+    )  # type: ignore[arg-type]
 
 
 WORKLOAD = WorkloadInfo(name="w", dataset_length=4096, input_batch_ndim=2, batch_size=32)
 
 
 def test_searched_on_a_cpu_with_glibc_only() -> None:
-    assert SearchSpace(_device(glibc_malloc=True), WORKLOAD).choices["retain_freed_memory"] \
-        == (False, True)
+    assert SearchSpace(_device(glibc_malloc=True), WORKLOAD).choices["retain_freed_memory"] == (
+        False,
+        True,
+    )
     without = SearchSpace(_device(glibc_malloc=False), WORKLOAD)
     assert "glibc" in without.not_applicable["retain_freed_memory"]
     cuda = SearchSpace(_device(type="cuda", glibc_malloc=True, index=0), WORKLOAD)

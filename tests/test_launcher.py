@@ -271,8 +271,8 @@ def test_killing_the_worker_kills_its_server_and_trial(workload_file, tmp_path: 
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=str(root), AUTOTUNE_TEST_PID_FILE=str(pid_file))
     worker = subprocess.Popen(
-        [sys.executable, "-c", _WORKER, workload_file("process_checks") + ":sleep_forever"],
-        env=env)
+        [sys.executable, "-c", _WORKER, workload_file("process_checks") + ":sleep_forever"], env=env
+    )
     try:
         deadline = time.monotonic() + 120
         while not pid_file.exists() or not pid_file.read_text():

@@ -23,8 +23,9 @@ def store_trial(db: Database, job_id: int, owner: str | None) -> int:
     with db.session(immediate=True) as session:
         lock_owned_job(session, job_id, owner)
         number = next_trial_number(session, job_id)
-        session.add(Trial(job_id=job_id, number=number, config={}, config_key=f"k{number}",
-                          outcome="ok"))
+        session.add(
+            Trial(job_id=job_id, number=number, config={}, config_key=f"k{number}", outcome="ok")
+        )
         return number
 
 
@@ -43,8 +44,9 @@ def test_a_worker_that_lost_its_job_cannot_store_a_trial(database: Database) -> 
     claim(database, "paused-worker")
     assert store_trial(database, job_id, "paused-worker") == 1
     with database.session() as session:  # its lease ran out while it was paused
-        session.execute(update(Job).where(Job.id == job_id).values(
-            heartbeat_at=utcnow() - timedelta(minutes=5)))
+        session.execute(
+            update(Job).where(Job.id == job_id).values(heartbeat_at=utcnow() - timedelta(minutes=5))
+        )
     claim(database, "new-owner")
     with pytest.raises(LeaseLostError, match="no longer owned by paused-worker"):
         store_trial(database, job_id, "paused-worker")
@@ -82,5 +84,4 @@ def test_the_database_refuses_a_repeated_trial_number(database: Database) -> Non
     job_id = add_job(database)
     store_trial(database, job_id, None)
     with pytest.raises(IntegrityError), database.session() as session:
-        session.add(Trial(job_id=job_id, number=1, config={}, config_key="again",
-                          outcome="ok"))
+        session.add(Trial(job_id=job_id, number=1, config={}, config_key="again", outcome="ok"))

@@ -33,8 +33,14 @@ from autotune.workload.builtins._slow_storage import READ_LATENCY_S
 
 PLAN = MeasurePlan(warmup_steps=1, min_steps=5, min_seconds=0.5)
 GPU_UUID = "GPU-5e1f0c3a-8f8e-4b0e-9d1e-2a6c0b7d9e11"
-GPU = DeviceInfo(type="cuda", name="A100", memory_bytes=40 * 2**30, index=0, uuid=GPU_UUID,
-                 compute_capability=(8, 0))
+GPU = DeviceInfo(
+    type="cuda",
+    name="A100",
+    memory_bytes=40 * 2**30,
+    index=0,
+    uuid=GPU_UUID,
+    compute_capability=(8, 0),
+)
 cuda = pytest.mark.cuda
 
 
@@ -95,8 +101,9 @@ def test_a_short_window_never_reads_faster_than_the_workers_can_deliver() -> Non
     workers, batch = 4, 256  # 16 steps an epoch; a worker's batch takes 256 x 4 ms
     ceiling = workers / READ_LATENCY_S  # samples/s: each worker reads one sample at a time
     short = MeasurePlan(warmup_steps=2, min_steps=3, min_seconds=1.0)  # the benchmarks' plan
-    result = run_trial("builtin:slow-storage", Config(batch_size=batch, num_workers=workers),
-                       "cpu", short, 120)
+    result = run_trial(
+        "builtin:slow-storage", Config(batch_size=batch, num_workers=workers), "cpu", short, 120
+    )
     assert result.outcome == "ok", result.error
     assert result.steps_per_epoch == 16
     assert 0.6 * ceiling <= result.samples_per_s <= 1.05 * ceiling, (result.samples_per_s, ceiling)
@@ -115,7 +122,8 @@ def test_epoch_restart_is_measured_and_amortised(workload_file: Any) -> None:
 
 
 def test_an_epochs_start_counts_the_step_that_copies_what_its_new_workers_share(
-        workload_file: Any) -> None:
+    workload_file: Any,
+) -> None:
     # Each step writes a 384 MiB buffer the process keeps. Workers forked at an epoch's start
     # share its pages copy-on-write, so the epoch's first step copies 98,304 pages (2 us and
     # more each on the machines seen): the epoch start's cost, though nothing waits for data.
@@ -139,8 +147,7 @@ def test_a_short_epoch_is_timed_whole_with_its_start(workload_file: Any) -> None
     assert result.epoch_restart_s >= 0.4
 
 
-def test_a_window_of_whole_epochs_reports_its_rate_at_epochs_ends_only(
-        workload_file: Any) -> None:
+def test_a_window_of_whole_epochs_reports_its_rate_at_epochs_ends_only(workload_file: Any) -> None:
     # Pruning compares the rate so far with the best: mid-epoch it holds the epoch's start
     # (here a worker that sleeps 0.5 s) without the steps that repay it. On slow-storage (48
     # workers, 85 batches an epoch, 2 cores) a trial read 2,813 samples/s one epoch into its
@@ -149,8 +156,13 @@ def test_a_window_of_whole_epochs_reports_its_rate_at_epochs_ends_only(
     workload = load_workload(workload_file("slow_worker_start"))
     plan = MeasurePlan(warmup_steps=1, min_steps=12, min_seconds=2.0, progress_interval_s=0.0)
     events: list[dict[str, Any]] = []
-    result = measure(workload, Config(batch_size=64, num_workers=1), torch.device("cpu"), plan,
-                     progress=events.append)
+    result = measure(
+        workload,
+        Config(batch_size=64, num_workers=1),
+        torch.device("cpu"),
+        plan,
+        progress=events.append,
+    )
     in_window = [e for e in events if e["event"] == "progress" and not e.get("warmup")]
     assert result.steps_per_epoch == 4 and len(in_window) >= 2
     assert all(e["steps"] % 4 == 0 for e in in_window), [e["steps"] for e in in_window]
@@ -174,10 +186,14 @@ def test_a_window_of_whole_epochs_starts_where_the_warm_up_ended() -> None:
     # Any run of an epoch's count of steps holds one epoch's start; waiting for the next epoch
     # to begin cost up to an epoch of untimed steps (15 of 1 s each on text-transformer).
     dataset = _CountedReads(13 * 8)  # 13 steps an epoch at batch 8
-    workload = Workload(model=lambda: torch.nn.Linear(16, 4), dataset=lambda: dataset,
-                        loss=torch.nn.CrossEntropyLoss(),
-                        optimizer=lambda params: torch.optim.SGD(params, lr=0.1),
-                        name="counted-reads", batch_size=8)
+    workload = Workload(
+        model=lambda: torch.nn.Linear(16, 4),
+        dataset=lambda: dataset,
+        loss=torch.nn.CrossEntropyLoss(),
+        optimizer=lambda params: torch.optim.SGD(params, lr=0.1),
+        name="counted-reads",
+        batch_size=8,
+    )
     plan = MeasurePlan(warmup_steps=2, min_steps=13, min_seconds=0.0, max_warmup_s=0.0)
     result = measure(workload, Config(batch_size=8), torch.device("cpu"), plan)
     assert result.steps_per_epoch == 13 and result.steps == 13
@@ -196,7 +212,8 @@ def test_one_whole_epoch_that_outlasts_the_window_is_enough(workload_file: Any) 
 
 
 def test_the_full_collection_that_setting_up_left_due_runs_before_the_first_batch(
-        workload_file: Any) -> None:
+    workload_file: Any,
+) -> None:
     # Python's collector runs a full collection once the objects that survived since the last
     # one reach a quarter of those it held then. Building the model, the optimizer and the
     # loader leaves such survivors, so with torch imported a walk of some 350,000 objects
@@ -228,12 +245,17 @@ def test_the_full_collection_that_setting_up_left_due_runs_before_the_first_batc
     plan = MeasurePlan(warmup_steps=1, min_steps=5, min_seconds=0.01)
     gc.callbacks.append(on_collection)
     try:
-        measure(workload, Config(batch_size=16), torch.device("cpu"), plan,
-                progress=lambda event: events.append(event["event"]))
+        measure(
+            workload,
+            Config(batch_size=16),
+            torch.device("cpu"),
+            plan,
+            progress=lambda event: events.append(event["event"]),
+        )
     finally:
         gc.callbacks.remove(on_collection)
     assert events[events.index("read") - 1] == "full collection", events
-    assert "full collection" not in events[events.index("warmed_up"):], events
+    assert "full collection" not in events[events.index("warmed_up") :], events
 
 
 # -- 1. the baseline is what the user runs: TF32 left alone unless set ---------------------------
@@ -251,8 +273,7 @@ def restore_tf32() -> Iterator[None]:
 
 
 def _tf32_flags() -> tuple[str, str]:
-    return (torch.backends.cuda.matmul.fp32_precision,
-            torch.backends.cudnn.conv.fp32_precision)  # type: ignore[attr-defined]
+    return (torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision)  # type: ignore[attr-defined]
 
 
 @pytest.mark.usefixtures("restore_tf32")
@@ -318,8 +339,13 @@ def test_sampled_utilisation_reaches_the_diagnosis_as_a_percentage() -> None:
     sampler = UtilizationSampler(GPU.nvml_id, nvml=_TwoGpuNvml())
     sampler.sample()
     base = TrialView(Config(), "ok", samples_per_s=100.0, data_wait_fraction=0.02)
-    best = TrialView(Config(batch_size=64), "ok", samples_per_s=150.0, data_wait_fraction=0.01,
-                     device_utilization=sampler.mean())
+    best = TrialView(
+        Config(batch_size=64),
+        "ok",
+        samples_per_s=150.0,
+        data_wait_fraction=0.01,
+        device_utilization=sampler.mean(),
+    )
     text = diagnose(base, best, [base, best], GPU, memory_limited=False)
     assert "the GPU was busy 73% of the measured window" in text
     # Below 0.8 busy, a compute-bound GPU is held back by the host: the advice says so.
@@ -378,8 +404,9 @@ def test_the_loop_keeps_no_tensor_per_step(workload_file: Any) -> None:
     # A plain loop keeps nothing of a step. A tensor kept per step (the detached losses, once)
     # leaves hundreds of small live allocations among each step's large freed buffers, which
     # fragments the host's heap: text-transformer faulted in 8,000 fresh pages a step.
-    loop = TrainingLoop(load_workload(workload_file("tiny")), Config(batch_size=16),
-                        torch.device("cpu"))
+    loop = TrainingLoop(
+        load_workload(workload_file("tiny")), Config(batch_size=16), torch.device("cpu")
+    )
     for _ in range(5):
         loop.step(loop.next_batch())
     before = _live_tensors()

@@ -26,41 +26,79 @@ from autotune.tuner import Reporter, TuneOptions, create_job, load_job, run_job
 
 ALL_CORES = sorted(os.sched_getaffinity(0))
 needs_two_cores = pytest.mark.skipif(
-    len(ALL_CORES) < 2, reason="needs two CPU cores to resume on fewer")
+    len(ALL_CORES) < 2, reason="needs two CPU cores to resume on fewer"
+)
 
 
 # -- the rule ------------------------------------------------------------------------------------
 
 
 def test_the_gpu_serial_host_memory_and_kernel_do_not_split_measurements() -> None:
-    gpu = {"device_type": "cuda", "device_name": "NVIDIA H100 80GB HBM3",
-           "device_memory_bytes": 85_000_000_000, "device_uuid": "GPU-aaaa",
-           "compute_capability": [9, 0], "cpu_model": "AMD EPYC 9454", "cpu_count": 16,
-           "host_memory_bytes": 2 * 10**12, "torch": "2.13.0", "cuda": "12.8", "cudnn": 91000,
-           "python": "3.12.3", "platform": "Linux-6.8.0-45-generic-x86_64"}
-    another_of_the_model = {**gpu, "device_uuid": "GPU-bbbb", "host_memory_bytes": 10**12,
-                            "platform": "Linux-6.8.0-47-generic-x86_64"}
+    gpu = {
+        "device_type": "cuda",
+        "device_name": "NVIDIA H100 80GB HBM3",
+        "device_memory_bytes": 85_000_000_000,
+        "device_uuid": "GPU-aaaa",
+        "compute_capability": [9, 0],
+        "cpu_model": "AMD EPYC 9454",
+        "cpu_count": 16,
+        "host_memory_bytes": 2 * 10**12,
+        "torch": "2.13.0",
+        "cuda": "12.8",
+        "cudnn": 91000,
+        "python": "3.12.3",
+        "platform": "Linux-6.8.0-45-generic-x86_64",
+    }
+    another_of_the_model = {
+        **gpu,
+        "device_uuid": "GPU-bbbb",
+        "host_memory_bytes": 10**12,
+        "platform": "Linux-6.8.0-47-generic-x86_64",
+    }
     assert comparable_identity(gpu) == comparable_identity(another_of_the_model)
     assert fingerprint_differences(gpu, another_of_the_model) == []
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("torch", "2.12.0"), ("cuda", "12.6"), ("cudnn", 90100), ("python", "3.13.1"),
-    ("device_name", "NVIDIA H200"), ("device_memory_bytes", 40_000_000_000),
-    ("compute_capability", [8, 0]), ("cpu_model", "Intel Xeon 8480+"), ("cpu_count", 8),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("torch", "2.12.0"),
+        ("cuda", "12.6"),
+        ("cudnn", 90100),
+        ("python", "3.13.1"),
+        ("device_name", "NVIDIA H200"),
+        ("device_memory_bytes", 40_000_000_000),
+        ("compute_capability", [8, 0]),
+        ("cpu_model", "Intel Xeon 8480+"),
+        ("cpu_count", 8),
+    ],
+)
 def test_versions_and_the_hardware_model_split_measurements(field: str, value: object) -> None:
-    gpu = {"device_type": "cuda", "device_name": "NVIDIA H100 80GB HBM3",
-           "device_memory_bytes": 85_000_000_000, "compute_capability": [9, 0],
-           "cpu_model": "AMD EPYC 9454", "cpu_count": 16, "torch": "2.13.0", "cuda": "12.8",
-           "cudnn": 91000, "python": "3.12.3"}
+    gpu = {
+        "device_type": "cuda",
+        "device_name": "NVIDIA H100 80GB HBM3",
+        "device_memory_bytes": 85_000_000_000,
+        "compute_capability": [9, 0],
+        "cpu_model": "AMD EPYC 9454",
+        "cpu_count": 16,
+        "torch": "2.13.0",
+        "cuda": "12.8",
+        "cudnn": 91000,
+        "python": "3.12.3",
+    }
     changed = {**gpu, field: value}
     assert fingerprint_differences(gpu, changed) == [f"{field} {gpu[field]} -> {value}"]
 
 
 def test_a_cpu_s_memory_is_the_host_s_and_does_not_split_measurements() -> None:
-    cpu = {"device_type": "cpu", "device_name": "AMD EPYC 9454", "device_memory_bytes": 10**12,
-           "cpu_model": "AMD EPYC 9454", "cpu_count": 16, "torch": "2.13.0"}
+    cpu = {
+        "device_type": "cpu",
+        "device_name": "AMD EPYC 9454",
+        "device_memory_bytes": 10**12,
+        "cpu_model": "AMD EPYC 9454",
+        "cpu_count": 16,
+        "torch": "2.13.0",
+    }
     assert fingerprint_differences(cpu, {**cpu, "device_memory_bytes": 10**12 - 2**20}) == []
 
 
@@ -88,9 +126,15 @@ class StopAfterFirstTrial(Reporter):
 
 
 def run_partly(db: Database, on_new_hardware: str) -> int:
-    options = TuneOptions(workload=str(WORKLOADS / "tiny.py"), n_trials=2, device="cpu",
-                          confirm_rounds=1, confirm_top=1, on_new_hardware=on_new_hardware,
-                          **FAST)
+    options = TuneOptions(
+        workload=str(WORKLOADS / "tiny.py"),
+        n_trials=2,
+        device="cpu",
+        confirm_rounds=1,
+        confirm_top=1,
+        on_new_hardware=on_new_hardware,
+        **FAST,
+    )
     job_id = create_job(db, options, status="running")
     cancel = threading.Event()
     assert run_job(db, job_id, StopAfterFirstTrial(cancel), cancel=cancel).status == "cancelled"
@@ -99,8 +143,9 @@ def run_partly(db: Database, on_new_hardware: str) -> int:
 
 def trials_of(db: Database, job_id: int) -> list[Trial]:
     with db.session() as session:
-        rows = list(session.scalars(select(Trial).where(Trial.job_id == job_id)
-                                    .order_by(Trial.number)))
+        rows = list(
+            session.scalars(select(Trial).where(Trial.job_id == job_id).order_by(Trial.number))
+        )
         session.expunge_all()
         return rows
 
@@ -136,7 +181,8 @@ def test_a_job_resumed_on_fewer_cores_measures_anew_and_keeps_the_old_trials(
     searched = [t for t in fresh if t.phase != "confirm" and not t.interrupted]
     assert len(searched) == 2
     assert completed_in_study(database, study_name_for(job_id, 2)) == len(
-        [t for t in searched if t.optuna_number is not None])
+        [t for t in searched if t.optuna_number is not None]
+    )
     assert completed_in_study(database, study_name_for(job_id)) == 1
     # The recommendation is the new set's: its counts and fingerprint, its trials only.
     document = job.recommendation
@@ -171,8 +217,9 @@ def test_a_job_that_refuses_new_hardware_fails_saying_why_and_loses_nothing(
     job = load_job(database, job_id)
     assert job.status == "failed" and job.measurement_set == 1
     assert job.fingerprint == fingerprint
-    assert [(t.id, t.number, t.measurement_set, t.samples_per_s) for t in trials_of(
-        database, job_id)] == [(t.id, t.number, 1, t.samples_per_s) for t in before]
+    assert [
+        (t.id, t.number, t.measurement_set, t.samples_per_s) for t in trials_of(database, job_id)
+    ] == [(t.id, t.number, 1, t.samples_per_s) for t in before]
 
 
 @pytest.mark.slow

@@ -33,25 +33,37 @@ def add_old_job(engine: Engine, workload: str, status: str) -> None:
     # SQLite gives CAST(... AS JSON) numeric affinity; PostgreSQL needs the cast from text.
     json = "CAST({} AS JSON)" if engine.dialect.name == "postgresql" else "{}"
     with engine.begin() as connection:
-        connection.execute(text(
-            "INSERT INTO autotune_jobs (workload, status, options, cancel_requested, attempts, "
-            f"created_at) VALUES (:workload, :status, {json.format(':options')}, false, 1, "
-            "CURRENT_TIMESTAMP)"), {"workload": workload, "status": status,
-                                    "options": '{"n_trials": 3}'})
+        connection.execute(
+            text(
+                "INSERT INTO autotune_jobs (workload, status, options, cancel_requested, attempts, "
+                f"created_at) VALUES (:workload, :status, {json.format(':options')}, false, 1, "
+                "CURRENT_TIMESTAMP)"
+            ),
+            {"workload": workload, "status": status, "options": '{"n_trials": 3}'},
+        )
         job_id = connection.execute(text("SELECT max(id) FROM autotune_jobs")).scalar()
         for number in (1, 2):
-            connection.execute(text(
-                "INSERT INTO autotune_trials (job_id, number, phase, config, config_key, "
-                "outcome, pruned, interrupted, samples_per_s, started_at) VALUES (:job, "
-                f":number, 'search', {json.format(':config')}, :key, 'ok', false, false, "
-                ":speed, CURRENT_TIMESTAMP)"),
-                {"job": job_id, "number": number, "config": '{"batch_size": 32}',
-                 "key": f"batch_size=3{number}", "speed": 100.0 * number})
+            connection.execute(
+                text(
+                    "INSERT INTO autotune_trials (job_id, number, phase, config, config_key, "
+                    "outcome, pruned, interrupted, samples_per_s, started_at) VALUES (:job, "
+                    f":number, 'search', {json.format(':config')}, :key, 'ok', false, false, "
+                    ":speed, CURRENT_TIMESTAMP)"
+                ),
+                {
+                    "job": job_id,
+                    "number": number,
+                    "config": '{"batch_size": 32}',
+                    "key": f"batch_size=3{number}",
+                    "speed": 100.0 * number,
+                },
+            )
 
 
 def run_autotune(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*AUTOTUNE, *args], capture_output=True, text=True, timeout=120,
-                          env=clean_env())
+    return subprocess.run(
+        [*AUTOTUNE, *args], capture_output=True, text=True, timeout=120, env=clean_env()
+    )
 
 
 def test_a_database_from_before_migrations_is_refused_then_upgraded_with_its_jobs(
@@ -87,8 +99,7 @@ def test_a_database_from_before_migrations_is_refused_then_upgraded_with_its_job
             assert [t.samples_per_s for t in jobs[0].trials] == [100.0, 200.0]
         assert schema_differences(database.engine) == []
         with pytest.raises(IntegrityError), database.session() as session:
-            session.add(Trial(job_id=jobs[0].id, number=2, config={}, config_key="x",
-                              outcome="ok"))
+            session.add(Trial(job_id=jobs[0].id, number=2, config={}, config_key="x", outcome="ok"))
     finally:
         database.dispose()
         engine.dispose()
@@ -110,17 +121,23 @@ def _shape(engine: Engine) -> dict[str, object]:
     return {
         table: (
             [(c["name"], str(c["type"]), c["nullable"]) for c in inspector.get_columns(table)],
-            sorted((i["name"], tuple(i["column_names"]), bool(i["unique"]))
-                   for i in inspector.get_indexes(table)),
-            [(f["constrained_columns"], f["referred_table"], f["options"].get("ondelete"))
-             for f in inspector.get_foreign_keys(table)],
+            sorted(
+                (i["name"], tuple(i["column_names"]), bool(i["unique"]))
+                for i in inspector.get_indexes(table)
+            ),
+            [
+                (f["constrained_columns"], f["referred_table"], f["options"].get("ondelete"))
+                for f in inspector.get_foreign_keys(table)
+            ],
         )
-        for table in sorted(inspector.get_table_names()) if table != VERSION_TABLE
+        for table in sorted(inspector.get_table_names())
+        if table != VERSION_TABLE
     }
 
 
 def test_the_first_revision_is_the_schema_of_main_before_migrations(
-    database_url: str, tmp_path: Path,
+    database_url: str,
+    tmp_path: Path,
 ) -> None:
     from alembic import command
 

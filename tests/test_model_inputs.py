@@ -74,20 +74,31 @@ def test_an_unknown_model_inputs_style_is_refused(tmp_path: Any) -> None:
         "import torch\nfrom autotune import Workload\n"
         "def workload():\n"
         "    return Workload(model=lambda: torch.nn.Linear(2, 2), dataset=lambda: [], loss=None,"
-        " optimizer=lambda p: torch.optim.SGD(p, lr=0.1), model_inputs='keywords')\n")
+        " optimizer=lambda p: torch.optim.SGD(p, lr=0.1), model_inputs='keywords')\n"
+    )
     with pytest.raises(WorkloadError, match="model_inputs 'keywords' is not one of auto"):
         load_workload(str(path))
 
 
 def _document(config: Config) -> dict[str, Any]:
-    metrics = {"samples_per_s": 100.0, "step_time_ms": 10.0, "peak_memory_bytes": None,
-               "peak_host_memory_bytes": None, "data_wait_fraction": 0.0}
+    metrics = {
+        "samples_per_s": 100.0,
+        "step_time_ms": 10.0,
+        "peak_memory_bytes": None,
+        "peak_host_memory_bytes": None,
+        "data_wait_fraction": 0.0,
+    }
     device = DeviceInfo(type="cpu", name="test cpu", memory_bytes=2**30)
     return {
-        "schema": "autotune.recommendation/v1", "workload": "hf-bert",
-        "device": device.public_dict(), "config": config.public_dict(), "metrics": metrics,
-        "baseline": {"config": Config().public_dict(), "metrics": metrics}, "speedup": 1.0,
-        "trials": {"total": 1, "ok": 1, "failed": 0}, "diagnosis": "",
+        "schema": "autotune.recommendation/v1",
+        "workload": "hf-bert",
+        "device": device.public_dict(),
+        "config": config.public_dict(),
+        "metrics": metrics,
+        "baseline": {"config": Config().public_dict(), "metrics": metrics},
+        "speedup": 1.0,
+        "trials": {"total": 1, "ok": 1, "failed": 0},
+        "diagnosis": "",
         "exports": exports(config, device),
     }
 
@@ -101,7 +112,7 @@ def test_apply_api_trains_bert_on_dict_batches(workload_file: Any) -> None:
     steps = 0
     for batch in rec.batches(rec.dataloader(workload.dataset(), shuffle=True)):
         with rec.autocast():
-            loss = rec.call_model(model, batch).loss      # model(**batch), labels inside
+            loss = rec.call_model(model, batch).loss  # model(**batch), labels inside
         rec.backward(loss, optimizer)
         steps += 1
         if steps == 3:

@@ -10,8 +10,16 @@ import autotune
 
 EXPECTED = {
     "autotune": {
-        "AutotuneError", "Config", "ConfigError", "NoFeasibleConfigError", "Recommendation",
-        "StoreError", "TuneOptions", "Workload", "WorkloadError", "load_recommendation",
+        "AutotuneError",
+        "Config",
+        "ConfigError",
+        "NoFeasibleConfigError",
+        "Recommendation",
+        "StoreError",
+        "TuneOptions",
+        "Workload",
+        "WorkloadError",
+        "load_recommendation",
     },
 }
 
@@ -26,9 +34,17 @@ def test_top_level_all_is_exactly_the_public_names() -> None:
 
 @pytest.mark.parametrize(
     "package",
-    ["autotune.space", "autotune.search", "autotune.runner", "autotune.measure",
-     "autotune.store", "autotune.recommend", "autotune.tuner", "autotune.workload",
-     "autotune.report"],
+    [
+        "autotune.space",
+        "autotune.search",
+        "autotune.runner",
+        "autotune.measure",
+        "autotune.store",
+        "autotune.recommend",
+        "autotune.tuner",
+        "autotune.workload",
+        "autotune.report",
+    ],
 )
 def test_each_stage_exports_what_its_all_lists(package: str) -> None:
     module = importlib.import_module(package)

@@ -27,8 +27,9 @@ HOSTILE_ERROR = 'RuntimeError: bad "</script><script>window.pwned = 1</script><!
 
 
 def autotune(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*AUTOTUNE, *args], cwd=cwd, env=clean_env(), capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [*AUTOTUNE, *args], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -36,25 +37,56 @@ def db_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A finished job (1) of the tiny workload, plus one failed trial with a hostile message."""
     directory = tmp_path_factory.mktemp("report")
     url = f"sqlite:///{directory / 'jobs.db'}"
-    run = autotune(["run", str(TESTS / "workloads" / "tiny.py"), "--trials", "3", "--db", url,
-                    "--min-seconds", "0.3", "--min-steps", "3", "--warmup-steps", "1",
-                    "--confirm-top", "1", "--confirm-rounds", "1",
-                    "--out", str(directory / "best.json")], directory)
+    run = autotune(
+        [
+            "run",
+            str(TESTS / "workloads" / "tiny.py"),
+            "--trials",
+            "3",
+            "--db",
+            url,
+            "--min-seconds",
+            "0.3",
+            "--min-steps",
+            "3",
+            "--warmup-steps",
+            "1",
+            "--confirm-top",
+            "1",
+            "--confirm-rounds",
+            "1",
+            "--out",
+            str(directory / "best.json"),
+        ],
+        directory,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     database = open_database(url)
     with database.session() as session:
         number = 1 + max(t.number for t in session.query(Trial).filter_by(job_id=1))
-        session.add(Trial(job_id=1, number=number, phase="bench", config={"batch_size": 8},
-                          config_key="hostile", outcome="error", error=HOSTILE_ERROR,
-                          exit_code=1, started_at=utcnow(), finished_at=utcnow(),
-                          duration_s=1.0))
+        session.add(
+            Trial(
+                job_id=1,
+                number=number,
+                phase="bench",
+                config={"batch_size": 8},
+                config_key="hostile",
+                outcome="error",
+                error=HOSTILE_ERROR,
+                exit_code=1,
+                started_at=utcnow(),
+                finished_at=utcnow(),
+                duration_s=1.0,
+            )
+        )
     database.dispose()
     return url
 
 
 def embedded_data(page: str) -> Any:
-    found = re.search(r'<script type="application/json" id="autotune-data">(.*?)</script>',
-                      page, re.S)
+    found = re.search(
+        r'<script type="application/json" id="autotune-data">(.*?)</script>', page, re.S
+    )
     assert found, "the report has no data element"
     return json.loads(found.group(1))
 
@@ -121,15 +153,15 @@ def test_report_command_writes_a_page_that_draws_offline(
     context.close()
 
 
-def test_report_of_a_missing_job_or_folder_is_one_clear_error(
-    db_url: str, tmp_path: Path
-) -> None:
+def test_report_of_a_missing_job_or_folder_is_one_clear_error(db_url: str, tmp_path: Path) -> None:
     missing_job = autotune(["report", "99", "--db", db_url], tmp_path)
     assert missing_job.returncode == 1
-    assert missing_job.stderr.strip() == ("autotune: error: job 99 does not exist; list the "
-                                          "jobs to find its id")
-    missing_folder = autotune(["report", "1", "--db", db_url, "--out",
-                               str(tmp_path / "nope" / "r.html")], tmp_path)
+    assert missing_job.stderr.strip() == (
+        "autotune: error: job 99 does not exist; list the jobs to find its id"
+    )
+    missing_folder = autotune(
+        ["report", "1", "--db", db_url, "--out", str(tmp_path / "nope" / "r.html")], tmp_path
+    )
     assert missing_folder.returncode == 1
     assert "the folder" in missing_folder.stderr and "does not exist" in missing_folder.stderr
     assert not list(tmp_path.iterdir())  # nothing half-written

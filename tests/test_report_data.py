@@ -22,13 +22,20 @@ def test_job_page_data_lists_every_trial_in_order_on_both_backends(database: Dat
         # Stored out of order, as a resumed job can: the page shows them by number.
         for number in (3, 1, 2):
             failed = number == 2
-            session.add(Trial(
-                job_id=job_id, number=number, phase="search", config={"batch_size": 8 * number},
-                config_key=str(number), outcome="error" if failed else "ok",
-                error="ValueError: my dataset broke" if failed else None,
-                samples_per_s=None if failed else 100.0 * number, started_at=utcnow(),
-                peak_host_memory_bytes=2**28,
-            ))
+            session.add(
+                Trial(
+                    job_id=job_id,
+                    number=number,
+                    phase="search",
+                    config={"batch_size": 8 * number},
+                    config_key=str(number),
+                    outcome="error" if failed else "ok",
+                    error="ValueError: my dataset broke" if failed else None,
+                    samples_per_s=None if failed else 100.0 * number,
+                    started_at=utcnow(),
+                    peak_host_memory_bytes=2**28,
+                )
+            )
     with database.session() as session:
         data = job_page_data(session, job_id)
     assert [t["number"] for t in data["trials"]] == [1, 2, 3]

@@ -99,8 +99,9 @@ def test_without_a_budget_host_memory_is_still_capped(
     # The default cap is a share of the memory available; shrink the share so that 400 MiB of
     # this machine's available memory is the cap, and push a real trial past it.
     cap = 400 * 2**20
-    monkeypatch.setattr(process_module, "DEFAULT_HOST_MEMORY_SHARE",
-                        cap / psutil.virtual_memory().available)
+    monkeypatch.setattr(
+        process_module, "DEFAULT_HOST_MEMORY_SHARE", cap / psutil.virtual_memory().available
+    )
     # budget_is_host_memory=False is the CUDA case: the budget caps the device, not the host.
     for kwargs in ({}, {"memory_budget_bytes": 2**40, "budget_is_host_memory": False}):
         result = _run(workload_file("memory_hog"), Config(batch_size=512), **kwargs)
@@ -112,8 +113,9 @@ def test_without_a_budget_host_memory_is_still_capped(
 def test_default_host_memory_cap_is_the_documented_share_of_available_memory() -> None:
     available = psutil.virtual_memory().available
     assert 0 < DEFAULT_HOST_MEMORY_SHARE < 1
-    assert default_host_memory_cap() == pytest.approx(DEFAULT_HOST_MEMORY_SHARE * available,
-                                                      rel=0.05)
+    assert default_host_memory_cap() == pytest.approx(
+        DEFAULT_HOST_MEMORY_SHARE * available, rel=0.05
+    )
 
 
 def test_a_sigkill_we_did_not_send_far_below_the_cap_is_a_crash(workload_file) -> None:
@@ -156,8 +158,14 @@ print(record.model_dump_json())
 @pytest.fixture
 def small_memory_cgroup() -> Iterator[Path]:
     """A memory cgroup of 600 MiB below this process's own, where the kernel OOM-kills."""
-    own = next((line.split(":", 2) for line in Path("/proc/self/cgroup").read_text().splitlines()
-                if line.split(":", 2)[1] in ("memory", "")), None)
+    own = next(
+        (
+            line.split(":", 2)
+            for line in Path("/proc/self/cgroup").read_text().splitlines()
+            if line.split(":", 2)[1] in ("memory", "")
+        ),
+        None,
+    )
     if own is None:
         pytest.skip("no memory cgroup for this process")
     v1 = own[1] == "memory"
@@ -182,9 +190,19 @@ def test_a_kernel_oom_kill_is_oom(workload_file, small_memory_cgroup: Path) -> N
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=str(root))
     done = subprocess.run(
-        [sys.executable, "-c", _OOM_HELPER, str(small_memory_cgroup),
-         workload_file("memory_hog"), json.dumps(FAST)],
-        capture_output=True, text=True, env=env, timeout=180, check=True,
+        [
+            sys.executable,
+            "-c",
+            _OOM_HELPER,
+            str(small_memory_cgroup),
+            workload_file("memory_hog"),
+            json.dumps(FAST),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        check=True,
     )
     record = json.loads(done.stdout.strip().splitlines()[-1])
     assert record["outcome"] == "oom", record["error"]
@@ -268,7 +286,10 @@ def test_trial_device_names_one_gpu(
     environ = {} if inherited is None else {"CUDA_VISIBLE_DEVICES": inherited}
     target = trial_device(requested, environ)
     assert (target.device, target.visible_devices, target.requested_index) == (
-        device, visible, index)
+        device,
+        visible,
+        index,
+    )
     assert target.environment() == {"CUDA_VISIBLE_DEVICES": visible}
 
 

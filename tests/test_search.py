@@ -114,8 +114,14 @@ def search(
     state = SearchState(InfeasibleSet())
     measure = FakeMeasure()
     skips: list[tuple[Config, str]] = []
-    run_search(study, space, state, measure, n_trials,
-               on_skip=lambda config, reason: skips.append((config, reason)))
+    run_search(
+        study,
+        space,
+        state,
+        measure,
+        n_trials,
+        on_skip=lambda config, reason: skips.append((config, reason)),
+    )
     return study, state, measure, skips
 
 
@@ -159,9 +165,12 @@ def test_measures_exactly_n_trials_never_twice() -> None:
 
 def small_space() -> SearchSpace:
     # 2 batches x (no workers + 2 worker counts x 2 persistence) = 10 configurations.
-    space = SearchSpace(CPU, TOKENS,
-                        fixed={"amp": "off", "prefetch_factor": 2, "intra_op_threads": None},
-                        ranges={"batch_size": "16,32", "num_workers": "0,2,4"})
+    space = SearchSpace(
+        CPU,
+        TOKENS,
+        fixed={"amp": "off", "prefetch_factor": 2, "intra_op_threads": None},
+        ranges={"batch_size": "16,32", "num_workers": "0,2,4"},
+    )
     assert space.size() == 10
     return space
 
@@ -190,10 +199,17 @@ def test_a_duplicate_is_closed_as_failed_and_each_measurement_is_told_once() -> 
 
 
 def test_an_infeasible_configuration_is_told_as_pruned_once() -> None:
-    space = SearchSpace(CPU, TOKENS, fixed={"amp": "off", "prefetch_factor": 2,
-                                            "persistent_workers": False,
-                                            "intra_op_threads": None},
-                        ranges={"batch_size": "128,256,512", "num_workers": "0,2"})
+    space = SearchSpace(
+        CPU,
+        TOKENS,
+        fixed={
+            "amp": "off",
+            "prefetch_factor": 2,
+            "persistent_workers": False,
+            "intra_op_threads": None,
+        },
+        ranges={"batch_size": "128,256,512", "num_workers": "0,2"},
+    )
     study = new_study(space, 5)
     state = SearchState(InfeasibleSet())
     state.infeasible.add(Config(batch_size=256))
@@ -202,8 +218,9 @@ def test_an_infeasible_configuration_is_told_as_pruned_once() -> None:
     keys = [config_from_params(space, t.params).key() for t in skipped]
     assert keys and len(keys) == len(set(keys)) == state.skipped
     assert all(t.state == TrialState.PRUNED for t in skipped)
-    repeats = [t for t in study.get_trials(deepcopy=False)
-               if t.user_attrs.get("duplicate_of") in set(keys)]
+    repeats = [
+        t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("duplicate_of") in set(keys)
+    ]
     assert all(t.state == TrialState.FAIL for t in repeats)
 
 
@@ -211,14 +228,23 @@ def test_a_proposal_predicted_far_slower_than_the_best_is_skipped_unmeasured() -
     # The judge rules out every configuration without workers once a measurement exists: the
     # queued baseline and checklist are measured whatever it says; the sampler's proposals it
     # rules out are told as pruned once, never measured, and counted apart from infeasible ones.
-    space = SearchSpace(CPU, TOKENS, fixed={"amp": "off", "prefetch_factor": 2,
-                                            "persistent_workers": False,
-                                            "intra_op_threads": None},
-                        ranges={"batch_size": "32,64,128", "num_workers": "0,2,4"})
+    space = SearchSpace(
+        CPU,
+        TOKENS,
+        fixed={
+            "amp": "off",
+            "prefetch_factor": 2,
+            "persistent_workers": False,
+            "intra_op_threads": None,
+        },
+        ranges={"batch_size": "32,64,128", "num_workers": "0,2,4"},
+    )
     study = new_study(space, 12)
     enqueue_first_trials(study, space)
-    study.enqueue_trial(params_of(space, Config(batch_size=128), ordinal_params(study, space)),
-                        user_attrs={"phase": "predicted"})
+    study.enqueue_trial(
+        params_of(space, Config(batch_size=128), ordinal_params(study, space)),
+        user_attrs={"phase": "predicted"},
+    )
     state = SearchState(InfeasibleSet())
     measure = FakeMeasure()
     judged: list[float] = []
@@ -234,8 +260,11 @@ def test_a_proposal_predicted_far_slower_than_the_best_is_skipped_unmeasured() -
     assert phases[Config(batch_size=128).key()] == "predicted"  # queued: measured anyway
     searched = [config for config, phase, _ in measure.calls if phase == "search"]
     assert searched and all(config.num_workers > 0 for config in searched)
-    skipped = [t for t in study.get_trials(deepcopy=False)
-               if t.user_attrs.get("skipped") == "predicted too slow"]
+    skipped = [
+        t
+        for t in study.get_trials(deepcopy=False)
+        if t.user_attrs.get("skipped") == "predicted too slow"
+    ]
     assert skipped and all(t.state == TrialState.PRUNED for t in skipped)
     keys = [config_from_params(space, t.params).key() for t in skipped]
     assert len(keys) == len(set(keys)) == state.skipped_slow and state.skipped == 0
@@ -249,21 +278,35 @@ def test_a_judge_that_rules_out_every_proposal_still_leaves_the_budget_measured(
     under a third of the best measured: each configuration queued for the stuck sampler was
     judged and skipped in turn, and the job asked Optuna 16,740 times in 10 minutes. The
     configuration queued for the sampler is measured whatever the judge says."""
-    space = SearchSpace(CPU, TOKENS, fixed={"amp": "off", "prefetch_factor": 2,
-                                            "persistent_workers": False,
-                                            "intra_op_threads": None},
-                        ranges={"batch_size": "32,64,128", "num_workers": "0,2,4"})
+    space = SearchSpace(
+        CPU,
+        TOKENS,
+        fixed={
+            "amp": "off",
+            "prefetch_factor": 2,
+            "persistent_workers": False,
+            "intra_op_threads": None,
+        },
+        ranges={"batch_size": "32,64,128", "num_workers": "0,2,4"},
+    )
     study = new_study(space, 6)  # TPE: the space holds more than the budget
     enqueue_first_trials(study, space)
     state = SearchState(InfeasibleSet())
     measure = FakeMeasure()
-    run_search(study, space, state, measure, 6,
-               predicted_slow=lambda config, best_config, best: "predicted too slow")
+    run_search(
+        study,
+        space,
+        state,
+        measure,
+        6,
+        predicted_slow=lambda config, best_config, best: "predicted too slow",
+    )
     assert state.measured == 6 and not state.exhausted
     nudged = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("nudged")]
     measured_keys = set(measure.keys)
-    assert nudged and all(config_from_params(space, t.params).key() in measured_keys
-                          for t in nudged)
+    assert nudged and all(
+        config_from_params(space, t.params).key() in measured_keys for t in nudged
+    )
     assert len(study.get_trials(deepcopy=False)) < 6 * 25
 
 
@@ -277,8 +320,12 @@ def test_a_space_just_larger_than_the_budget_gets_the_whole_budget() -> None:
 
 
 def test_configurations_that_need_more_memory_than_an_oom_are_skipped() -> None:
-    space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "64..512", "num_workers": "0,2"},
-                        fixed={"channels_last": False, "persistent_workers": False})
+    space = SearchSpace(
+        CPU,
+        IMAGES,
+        ranges={"batch_size": "64..512", "num_workers": "0,2"},
+        fixed={"channels_last": False, "persistent_workers": False},
+    )
     study, state, measure, skips = search(space, n_trials=30)
     assert len(measure.calls) == state.measured == 30
     failures = [config for config, _, observation in measure.calls if observation.out_of_memory]
@@ -301,7 +348,8 @@ def test_oom_with_another_precision_or_layout_does_not_rule_out() -> None:
     assert infeasible.reason(Config(batch_size=128, amp="off")) is None
     assert infeasible.reason(Config(batch_size=256, amp="off", num_workers=8)) is not None
     assert "batch_size=256 with num_workers=0 and amp=off" in (
-        infeasible.reason(Config(batch_size=512)) or "")
+        infeasible.reason(Config(batch_size=512)) or ""
+    )
 
 
 def test_fewer_batches_in_flight_is_measured_even_with_a_larger_batch() -> None:
@@ -361,8 +409,9 @@ def test_patience_ends_a_converged_search_after_the_queued_configurations() -> N
     study = new_study(space, 30)
     enqueue_first_trials(study, space)  # the baseline and the checklist
     state = SearchState(InfeasibleSet())
-    enqueue_candidates(study, space, [Config(batch_size=32, num_workers=1), peak], "predicted",
-                       state)
+    enqueue_candidates(
+        study, space, [Config(batch_size=32, num_workers=1), peak], "predicted", state
+    )
     measure = PlateauMeasure(peak=peak)
     run_search(study, space, state, measure, 30, patience=5)
     # The four queued ones first (the peak last of them), then five that gained nothing, then
@@ -388,16 +437,18 @@ def _as_read(ceiling: float) -> CeilingFn:
     return lambda: (ceiling, ceiling, ceiling)
 
 
-def _plateau_search(ceiling: CeilingFn | None, peak: Config, measure: PlateauMeasure,
-                    **options: Any) -> tuple[SearchState, SearchSpace]:
+def _plateau_search(
+    ceiling: CeilingFn | None, peak: Config, measure: PlateauMeasure, **options: Any
+) -> tuple[SearchState, SearchSpace]:
     """The patience test's search (baseline, checklist, two seeds with the peak last), with a
     profile's ceiling and ``options`` for :func:`run_search`."""
     space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "32..128", "num_workers": "0,1,2,4"})
     study = new_study(space, 30)
     enqueue_first_trials(study, space)
     state = SearchState(InfeasibleSet())
-    enqueue_candidates(study, space, [Config(batch_size=32, num_workers=1), peak], "predicted",
-                       state)
+    enqueue_candidates(
+        study, space, [Config(batch_size=32, num_workers=1), peak], "predicted", state
+    )
     run_search(study, space, state, measure, 30, patience=5, ceiling=ceiling, **options)
     return state, space
 
@@ -457,8 +508,13 @@ def test_a_neighbour_the_profile_puts_out_of_reach_is_skipped_not_measured() -> 
 
     skipped: list[tuple[Config, str]] = []
     measure = PlateauMeasure(peak=peak)
-    state, space = _plateau_search(_as_read(205.0), peak, measure, out_of_reach=fewer_workers,
-                                   on_skip=lambda c, r: skipped.append((c, r)))
+    state, space = _plateau_search(
+        _as_read(205.0),
+        peak,
+        measure,
+        out_of_reach=fewer_workers,
+        on_skip=lambda c, r: skipped.append((c, r)),
+    )
     measured = {c.key() for c, _, _ in measure.calls}
     neighbours = {c.key(): c for c in space.adjacent(peak)}
     out = {key for key, c in neighbours.items() if c.num_workers < peak.num_workers}
@@ -473,8 +529,9 @@ def test_at_the_ceiling_a_neighbour_that_gains_keeps_the_search_climbing() -> No
     # The profile foresees 101 at most, and the seed reads 100; its next batch gains 5.5%, more
     # than a trial's spread and still within 5% of the ceiling: the climb measures that
     # batch's neighbour too, which gains nothing, and the search ends there.
-    space = SearchSpace(CPU, IMAGES, fixed={"amp": "off", "num_workers": 0},
-                        ranges={"batch_size": "16..128"})
+    space = SearchSpace(
+        CPU, IMAGES, fixed={"amp": "off", "num_workers": 0}, ranges={"batch_size": "16..128"}
+    )
 
     def rising(config: Config, phase: str, trial: optuna.Trial) -> Observation:
         return Observation(100.0 if config.batch_size == 16 else 105.5)
@@ -505,8 +562,9 @@ def test_at_the_ceiling_a_neighbour_that_gains_keeps_the_search_climbing() -> No
 def test_a_neighbour_faster_within_the_noise_starts_no_further_climb() -> None:
     # Every larger batch reads 1% faster: within a trial's spread. The search climbs from the
     # seed's neighbours once, and not on from the neighbour that read 1% above it.
-    space = SearchSpace(CPU, IMAGES, fixed={"amp": "off", "num_workers": 0},
-                        ranges={"batch_size": "16..128"})
+    space = SearchSpace(
+        CPU, IMAGES, fixed={"amp": "off", "num_workers": 0}, ranges={"batch_size": "16..128"}
+    )
 
     def creeping(config: Config, phase: str, trial: optuna.Trial) -> Observation:
         return Observation(100.0 * 1.01 ** space.choices["batch_size"].index(config.batch_size))
@@ -524,8 +582,12 @@ def test_a_neighbour_faster_within_the_noise_starts_no_further_climb() -> None:
 def test_before_converging_the_search_climbs_along_the_best_s_adjacent_configurations() -> None:
     # Faster with every larger batch and every extra worker: where the sampler gives up after
     # one proposal that gains nothing, the best's neighbours keep climbing to the corner.
-    space = SearchSpace(CPU, IMAGES, fixed={"amp": "off", "prefetch_factor": 2},
-                        ranges={"batch_size": "16..128", "num_workers": "0,1,2,4,6,8"})
+    space = SearchSpace(
+        CPU,
+        IMAGES,
+        fixed={"amp": "off", "prefetch_factor": 2},
+        ranges={"batch_size": "16..128", "num_workers": "0,1,2,4,6,8"},
+    )
 
     def climbing(config: Config, phase: str, trial: optuna.Trial) -> Observation:
         return Observation(float(config.batch_size * (1 + config.num_workers)))
@@ -541,16 +603,25 @@ def test_before_converging_the_search_climbs_along_the_best_s_adjacent_configura
 
 
 def test_adjacent_configurations_step_one_value_along_each_ordered_knob() -> None:
-    space = SearchSpace(CPU, IMAGES, fixed={"amp": "off"},
-                        ranges={"batch_size": "32..128", "num_workers": "0,2,4",
-                                "prefetch_factor": "1,2,4"})
+    space = SearchSpace(
+        CPU,
+        IMAGES,
+        fixed={"amp": "off"},
+        ranges={"batch_size": "32..128", "num_workers": "0,2,4", "prefetch_factor": "1,2,4"},
+    )
     batches = space.choices["batch_size"]
     middle = batches[len(batches) // 2]
     config = Config(batch_size=middle, num_workers=2, prefetch_factor=2)
     near = {(c.batch_size, c.num_workers, c.prefetch_factor) for c in space.adjacent(config)}
     below, above = batches[batches.index(middle) - 1], batches[batches.index(middle) + 1]
-    assert near == {(below, 2, 2), (above, 2, 2), (middle, 0, None), (middle, 4, 2),
-                    (middle, 2, 1), (middle, 2, 4)}
+    assert near == {
+        (below, 2, 2),
+        (above, 2, 2),
+        (middle, 0, None),
+        (middle, 4, 2),
+        (middle, 2, 1),
+        (middle, 2, 4),
+    }
     # Without workers a prefetch factor has no effect: no neighbour along it.
     alone = {(c.batch_size, c.num_workers) for c in space.adjacent(Config(batch_size=32))}
     assert alone == {(batches[1], 0), (32, 2)}
@@ -579,8 +650,12 @@ def test_patience_waits_for_every_queued_configuration_and_counts_gains_above_no
 
 
 def test_make_sampler_brute_force_only_when_the_space_fits() -> None:
-    space = SearchSpace(CPU, TOKENS, fixed={"amp": "off", "intra_op_threads": None},
-                        ranges={"batch_size": "16,32", "num_workers": "0,2"})
+    space = SearchSpace(
+        CPU,
+        TOKENS,
+        fixed={"amp": "off", "intra_op_threads": None},
+        ranges={"batch_size": "16,32", "num_workers": "0,2"},
+    )
     size = space.size()
     assert size == 2 * (1 + 5 * 2)
     assert isinstance(make_sampler(space, size, 0), optuna.samplers.BruteForceSampler)
@@ -591,7 +666,9 @@ def test_make_sampler_brute_force_only_when_the_space_fits() -> None:
 @pytest.mark.parametrize("extra", [0, 10])
 def test_brute_force_search_ends_by_exhaustion_without_duplicates(extra: int) -> None:
     space = SearchSpace(
-        CPU, TOKENS, fixed={"amp": "off", "prefetch_factor": 2, "intra_op_threads": None},
+        CPU,
+        TOKENS,
+        fixed={"amp": "off", "prefetch_factor": 2, "intra_op_threads": None},
         ranges={"batch_size": "128,256,384", "num_workers": "0,2"},
     )
     expected = all_keys(space)
@@ -649,8 +726,10 @@ def test_enqueue_candidates_skips_known_outside_and_infeasible() -> None:
         Config(batch_size=96, num_workers=2, persistent_workers=True),
     ]
     queued = enqueue_candidates(study, space, candidates, "predicted", state)
-    assert queued == [wanted, Config(batch_size=96, num_workers=2, persistent_workers=True,
-                                     prefetch_factor=2)]
+    assert queued == [
+        wanted,
+        Config(batch_size=96, num_workers=2, persistent_workers=True, prefetch_factor=2),
+    ]
     # Queued again, as a resumed job would: nothing is added.
     assert enqueue_candidates(study, space, candidates, "predicted", state) == []
     waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
@@ -666,21 +745,32 @@ def test_enqueue_candidates_skips_known_outside_and_infeasible() -> None:
     assert enqueue_candidates(study, space, queued, "predicted") == []  # the study alone knows
 
 
-def test_a_space_holding_prefetch_at_pytorchs_default_queues_the_predicted_and_the_checklist(
-) -> None:
+def test_a_space_holding_prefetch_at_pytorchs_default_queues_the_predicted_and_the_checklist() -> (
+    None
+):
     # `--fix prefetch_factor=null`, as the benchmarks' reduced spaces hold it: with workers,
     # unset is PyTorch's 2, so a configuration with workers is in the space whichever it says.
-    space = SearchSpace(CPU, TOKENS, fixed={"prefetch_factor": None},
-                        ranges={"batch_size": "32,64", "num_workers": "0,2,8"})
+    space = SearchSpace(
+        CPU,
+        TOKENS,
+        fixed={"prefetch_factor": None},
+        ranges={"batch_size": "32,64", "num_workers": "0,2,8"},
+    )
     study = new_study(space, 10)
     enqueue_first_trials(study, space)
-    predicted = [Config(batch_size=32, num_workers=8), Config(batch_size=64, num_workers=8,
-                                                              prefetch_factor=2)]
+    predicted = [
+        Config(batch_size=32, num_workers=8),
+        Config(batch_size=64, num_workers=8, prefetch_factor=2),
+    ]
     queued = [config.normalized() for config in predicted]
     assert enqueue_candidates(study, space, predicted, "predicted") == queued
     waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
     assert [t.user_attrs["phase"] for t in waiting] == [
-        "baseline", "checklist", "predicted", "predicted"]
+        "baseline",
+        "checklist",
+        "predicted",
+        "predicted",
+    ]
     measure = FakeMeasure()
     run_search(study, space, SearchState(InfeasibleSet()), measure, 4)
     assert [c for c, _, _ in measure.calls] == [space.baseline(), space.checklist(), *queued]
@@ -689,8 +779,10 @@ def test_a_space_holding_prefetch_at_pytorchs_default_queues_the_predicted_and_t
 def test_enqueue_candidates_on_a_resumed_study_queues_nothing_twice(tmp_path: Path) -> None:
     space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "64..512"})
     url = f"sqlite:///{tmp_path / 'study.db'}"
-    prior = [Config(batch_size=192, num_workers=6, prefetch_factor=2, amp="bf16"),
-             Config(batch_size=384)]
+    prior = [
+        Config(batch_size=192, num_workers=6, prefetch_factor=2, amp="bf16"),
+        Config(batch_size=384),
+    ]
     study = open_study(url, 1, space, 20, 0)
     enqueue_first_trials(study, space)
     assert enqueue_candidates(study, space, prior, "predicted") == prior
@@ -700,19 +792,24 @@ def test_enqueue_candidates_on_a_resumed_study_queues_nothing_twice(tmp_path: Pa
     assert enqueue_candidates(study, space, prior, "predicted") == []
     waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
     assert [config_from_params(space, t.system_attrs["fixed_params"]) for t in waiting] == [
-        prior[1]]
+        prior[1]
+    ]
 
 
 def test_a_study_resumed_with_other_knob_values_is_refused(tmp_path: Path) -> None:
     # Its indices would name other values: batch_size_index 2 meant 256 and would mean 192.
     url = f"sqlite:///{tmp_path / 'study.db'}"
     space = SearchSpace(CPU, IMAGES, ranges={"batch_size": "64,128,256"})
-    run_search(open_study(url, 1, space, 20, 0), space, SearchState(InfeasibleSet()),
-               FakeMeasure(), 2)
+    run_search(
+        open_study(url, 1, space, 20, 0), space, SearchState(InfeasibleSet()), FakeMeasure(), 2
+    )
     assert ordinal_params(open_study(url, 1, space, 20, 0))  # the same space resumes
     other = SearchSpace(CPU, IMAGES, ranges={"batch_size": "64,128,192,256"})
-    with pytest.raises(ConfigError, match=r"search space changed since this study started "
-                                          r"\(values of batch_size\).*submit a new job"):
+    with pytest.raises(
+        ConfigError,
+        match=r"search space changed since this study started "
+        r"\(values of batch_size\).*submit a new job",
+    ):
         open_study(url, 1, other, 20, 0)
 
 
@@ -736,12 +833,22 @@ def old_study(
     space: SearchSpace, url: str, n_trials: int, measured: int
 ) -> tuple[SearchState, list[str]]:
     """A study as the earlier code left it: measured trials, one running, categorical params."""
-    study = optuna.create_study(storage=url, study_name=study_name_for(1), direction="maximize",
-                                sampler=make_sampler(space, n_trials, 0))
+    study = optuna.create_study(
+        storage=url,
+        study_name=study_name_for(1),
+        direction="maximize",
+        sampler=make_sampler(space, n_trials, 0),
+    )
     baseline = space.baseline()
-    study.enqueue_trial({"batch_size": baseline.batch_size, "num_workers": 0,
-                         "amp": baseline.amp, "channels_last": baseline.channels_last},
-                        user_attrs={"phase": "baseline"})
+    study.enqueue_trial(
+        {
+            "batch_size": baseline.batch_size,
+            "num_workers": 0,
+            "amp": baseline.amp,
+            "channels_last": baseline.channels_last,
+        },
+        user_attrs={"phase": "baseline"},
+    )
     state = SearchState(InfeasibleSet())
     for _ in range(measured):
         trial = study.ask()
@@ -758,8 +865,9 @@ def old_study(
 
 @pytest.mark.parametrize("n_trials", [10, 1000])  # TPE, then exhaustive
 def test_a_study_created_with_categorical_params_resumes(tmp_path: Path, n_trials: int) -> None:
-    space = SearchSpace(CPU, TOKENS, fixed={"amp": "off"},
-                        ranges={"batch_size": "16,32,64", "num_workers": "0,2"})
+    space = SearchSpace(
+        CPU, TOKENS, fixed={"amp": "off"}, ranges={"batch_size": "16,32,64", "num_workers": "0,2"}
+    )
     url = f"sqlite:///{tmp_path / 'study.db'}"
     state, seen = old_study(space, url, n_trials, measured=4)
     interrupted = seen[-1]
@@ -771,9 +879,9 @@ def test_a_study_created_with_categorical_params_resumes(tmp_path: Path, n_trial
     retried = interrupted not in state.values
     if retried:  # as the job does
         study.enqueue_trial(stale[0].params, user_attrs={"phase": "search"})
-    assert enqueue_candidates(study, space, [Config(batch_size=64, num_workers=2)], "predicted",
-                              state) in ([], [Config(batch_size=64, num_workers=2,
-                                                     prefetch_factor=2)])
+    assert enqueue_candidates(
+        study, space, [Config(batch_size=64, num_workers=2)], "predicted", state
+    ) in ([], [Config(batch_size=64, num_workers=2, prefetch_factor=2)])
     measure = FakeMeasure()
     run_search(study, space, state, measure, n_trials)
     assert measure.keys[0] == interrupted or not retried
@@ -896,9 +1004,15 @@ def test_confirmation_runs_use_the_longer_window(tmp_path: Path) -> None:
     try:
         # Windows of a second: a search window of the fast plan's 0.3 s ran to 1.1 s once (a
         # window ends on a whole round of workers or a whole epoch), past twice 0.3 s.
-        options = TuneOptions(workload=str(WORKLOADS / "tiny.py"), n_trials=3, device="cpu",
-                              confirm_rounds=1, confirm_top=1, profile=False,
-                              **{**FAST, "min_seconds": 1.0})
+        options = TuneOptions(
+            workload=str(WORKLOADS / "tiny.py"),
+            n_trials=3,
+            device="cpu",
+            confirm_rounds=1,
+            confirm_top=1,
+            profile=False,
+            **{**FAST, "min_seconds": 1.0},
+        )
         job = run_job(db, create_job(db, options, status="running"))
         assert job.status == "succeeded"
         assert job.options["confirm_seconds"] is None  # stored as given: the default factor
@@ -934,8 +1048,15 @@ def test_ctrl_c_inside_a_study_statement_still_marks_the_job_interrupted(tmp_pat
 
     db = open_database(str(tmp_path / "jobs.db"))
     try:
-        options = TuneOptions(workload=str(WORKLOADS / "tiny.py"), n_trials=3, device="cpu",
-                              confirm_rounds=1, confirm_top=1, profile=False, **FAST)
+        options = TuneOptions(
+            workload=str(WORKLOADS / "tiny.py"),
+            n_trials=3,
+            device="cpu",
+            confirm_rounds=1,
+            confirm_top=1,
+            profile=False,
+            **FAST,
+        )
         job_id = create_job(db, options, status="running")
         event.listen(Engine, "after_cursor_execute", interrupt_once)
         try:

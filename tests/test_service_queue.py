@@ -65,8 +65,11 @@ def test_concurrent_claims_never_share_a_job(database: Database) -> None:
 
 def _age_heartbeat(db: Database, job_id: int, seconds: float) -> None:
     with db.session() as session:
-        session.execute(update(Job).where(Job.id == job_id)
-                        .values(heartbeat_at=utcnow() - timedelta(seconds=seconds)))
+        session.execute(
+            update(Job)
+            .where(Job.id == job_id)
+            .values(heartbeat_at=utcnow() - timedelta(seconds=seconds))
+        )
 
 
 def test_a_running_job_with_a_stale_heartbeat_is_taken_over(database: Database) -> None:
@@ -91,8 +94,13 @@ def test_a_job_running_without_heartbeat_is_never_taken(database: Database) -> N
 
 
 def test_an_abandoned_job_out_of_attempts_fails_with_a_reason(database: Database) -> None:
-    job_id = add_job(database, status="running", attempts=3, worker_id="gone",
-                     heartbeat_at=utcnow() - timedelta(minutes=5))
+    job_id = add_job(
+        database,
+        status="running",
+        attempts=3,
+        worker_id="gone",
+        heartbeat_at=utcnow() - timedelta(minutes=5),
+    )
     assert claim(database) is None
     job = load_job(database, job_id)
     assert job.status == "failed"
@@ -175,8 +183,11 @@ def test_a_job_taken_over_stays_on_its_device_class(database: Database) -> None:
     job_id = add_job(database)
     assert claim_for(database, "h100-1", h100) == job_id
     with database.session() as session:  # its worker died a minute ago
-        session.execute(update(Job).where(Job.id == job_id).values(
-            heartbeat_at=utcnow() - timedelta(seconds=60)))
+        session.execute(
+            update(Job)
+            .where(Job.id == job_id)
+            .values(heartbeat_at=utcnow() - timedelta(seconds=60))
+        )
     assert claim_for(database, "a10", a10) is None
     assert claim_for(database, "h100-2", h100) == job_id
 

@@ -43,8 +43,14 @@ class FakeRunner:
 
 
 def make_worker(db: Database, runner: Any) -> Worker:
-    return Worker(db, ClaimPolicy(stale_after_s=1.0), heartbeat_interval_s=0.2,
-                  poll_interval_s=0.05, worker_id="test-worker", run_job=runner)
+    return Worker(
+        db,
+        ClaimPolicy(stale_after_s=1.0),
+        heartbeat_interval_s=0.2,
+        poll_interval_s=0.05,
+        worker_id="test-worker",
+        run_job=runner,
+    )
 
 
 def in_thread(target: Any) -> threading.Thread:
@@ -62,8 +68,10 @@ def test_the_lease_is_renewed_while_the_job_runs(database: Database) -> None:
     while thread.is_alive():
         # With a 1 s timeout, a 2 s job would be taken over without its heartbeats.
         with database.session(immediate=True) as session:
-            assert claim_next(session, "other", worker.policy,
-                              device_class=worker.device_class) is None
+            assert (
+                claim_next(session, "other", worker.policy, device_class=worker.device_class)
+                is None
+            )
         time.sleep(0.1)
     job = load_job(database, job_id)
     assert (job.status, job.attempts, job.worker_id) == ("succeeded", 1, "test-worker")
@@ -109,8 +117,9 @@ def test_a_runner_that_raises_fails_the_job_and_the_worker_goes_on(database: Dat
     assert worker.run_once() == second
     job = load_job(database, first)
     assert job.status == "failed"
-    assert job.error == (f"job {first} hit an internal error (RuntimeError: boom); report it "
-                         "with the worker log")
+    assert job.error == (
+        f"job {first} hit an internal error (RuntimeError: boom); report it with the worker log"
+    )
 
 
 def test_a_worker_that_lost_its_job_stops_the_trial(database: Database) -> None:

@@ -28,8 +28,13 @@ def test_an_unreachable_database_is_named_without_its_password() -> None:
     with pytest.raises(StoreError) as info:
         open_database(url)
     assert PASSWORD not in str(info.value) and "postgres:***@127.0.0.1:1" in str(info.value)
-    run = subprocess.run([*AUTOTUNE, "worker", "--db", url], capture_output=True, text=True,
-                         timeout=120, env=clean_env())
+    run = subprocess.run(
+        [*AUTOTUNE, "worker", "--db", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(),
+    )
     assert run.returncode == 1 and "cannot open database" in run.stderr
     assert PASSWORD not in run.stdout + run.stderr
 
@@ -39,12 +44,17 @@ postgres_url = pytest.fixture(conftest_service.postgres_schema_url)
 
 @pytest.mark.postgres
 def test_a_worker_logs_its_database_without_the_password(
-    postgres_url: str, tmp_path: Path,
+    postgres_url: str,
+    tmp_path: Path,
 ) -> None:
     log = tmp_path / "worker.log"
     with log.open("wb") as out:  # the test server trusts any password
-        worker = subprocess.Popen([*AUTOTUNE, "worker", "--db", with_password(postgres_url)],
-                                  stdout=out, stderr=subprocess.STDOUT, env=clean_env())
+        worker = subprocess.Popen(
+            [*AUTOTUNE, "worker", "--db", with_password(postgres_url)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=clean_env(),
+        )
     try:
         deadline = time.monotonic() + 60
         while "started on" not in log.read_text() and time.monotonic() < deadline:

@@ -31,12 +31,25 @@ CPU_BF16 = DeviceInfo(
     type="cpu", name="test cpu", memory_bytes=16 * 2**30, cpu_count=2, bf16_supported=True
 )
 AMPERE = DeviceInfo(
-    type="cuda", name="test A100", memory_bytes=80 * 2**30, index=0, bf16_supported=True,
-    bf16_native=True, compute_capability=(8, 0), cpu_count=8, compile_unavailable=None,
+    type="cuda",
+    name="test A100",
+    memory_bytes=80 * 2**30,
+    index=0,
+    bf16_supported=True,
+    bf16_native=True,
+    compute_capability=(8, 0),
+    cpu_count=8,
+    compile_unavailable=None,
 )
 VOLTA = DeviceInfo(
-    type="cuda", name="test V100", memory_bytes=16 * 2**30, index=0, bf16_supported=False,
-    compute_capability=(7, 0), cpu_count=8, compile_unavailable=None,
+    type="cuda",
+    name="test V100",
+    memory_bytes=16 * 2**30,
+    index=0,
+    bf16_supported=False,
+    compute_capability=(7, 0),
+    cpu_count=8,
+    compile_unavailable=None,
 )
 IMAGES = WorkloadInfo(name="images", dataset_length=50_000, input_batch_ndim=4, batch_size=32)
 TOKENS = WorkloadInfo(name="tokens", dataset_length=50_000, input_batch_ndim=2, batch_size=32)
@@ -90,8 +103,7 @@ def test_the_steps_threads_are_searched_on_a_cpu_with_cores_to_share() -> None:
 def test_intra_op_thread_counts_are_written_as_numbers_or_null() -> None:
     space = SearchSpace(CPU, TOKENS, ranges={"intra_op_threads": "null,1,4"})
     assert space.searched["intra_op_threads"] == (None, 1, 4)
-    assert SearchSpace(CPU, TOKENS, fixed={"intra_op_threads": "1"}).fixed[
-        "intra_op_threads"] == 1
+    assert SearchSpace(CPU, TOKENS, fixed={"intra_op_threads": "1"}).fixed["intra_op_threads"] == 1
     with pytest.raises(ConfigError, match="intra_op_threads 0 is not positive; use 1 or more"):
         coerce_knob_value("intra_op_threads", "0")
     with pytest.raises(ConfigError, match="takes a whole number"):
@@ -203,11 +215,13 @@ def test_config_from_drops_worker_settings_without_workers() -> None:
 
 SMALL_SPACES = {
     "workers-and-none": dict(ranges={"batch_size": "8,16", "num_workers": "0,2,4"}),
-    "no-zero-workers": dict(ranges={"batch_size": "8,16", "num_workers": "2,4",
-                                    "prefetch_factor": "1,2"}),
+    "no-zero-workers": dict(
+        ranges={"batch_size": "8,16", "num_workers": "2,4", "prefetch_factor": "1,2"}
+    ),
     "only-zero-workers": dict(ranges={"batch_size": "8,16,32", "num_workers": "0"}),
-    "fixed-prefetch": dict(ranges={"batch_size": "8", "num_workers": "0,1"},
-                           fixed={"prefetch_factor": "null"}),
+    "fixed-prefetch": dict(
+        ranges={"batch_size": "8", "num_workers": "0,1"}, fixed={"prefetch_factor": "null"}
+    ),
 }
 
 
@@ -230,7 +244,8 @@ def test_size_by_hand() -> None:
 @pytest.mark.parametrize("ordinal", [True, False])
 def test_suggest_covers_exactly_the_enumerated_space(ordinal: bool) -> None:
     space = SearchSpace(
-        CPU_BF16, IMAGES,
+        CPU_BF16,
+        IMAGES,
         ranges={"batch_size": "8,16", "num_workers": "0,2", "prefetch_factor": "2,4"},
     )
     expected = enumerate_keys(space)
@@ -257,8 +272,9 @@ def test_suggest_covers_exactly_the_enumerated_space(ordinal: bool) -> None:
 
 def test_ordered_knobs_index_their_own_values_ascending() -> None:
     # Values beyond the global grid (as a profile may add) and in any order given.
-    space = SearchSpace(CPU, TOKENS, ranges={"num_workers": "24,0,5,48,2",
-                                             "batch_size": "256,64,128"})
+    space = SearchSpace(
+        CPU, TOKENS, ranges={"num_workers": "24,0,5,48,2", "batch_size": "256,64,128"}
+    )
     assert space.ordered_values("num_workers") == (0, 2, 5, 24, 48)
     assert space.ordered_values("batch_size") == (64, 128, 256)
     assert space.ordered_values("amp") is None and space.ordered_values("pin_memory") is None
@@ -268,8 +284,10 @@ def test_ordered_knobs_index_their_own_values_ascending() -> None:
     assert params["prefetch_factor_index"] == KNOBS["prefetch_factor"].values.index(4)
     assert config_from_params(space, params) == config.normalized()
     # A study written before ordered knobs names the values themselves.
-    assert config_from_params(space, {"batch_size": 128, "num_workers": 24,
-                                     "prefetch_factor": 4}) == config.normalized()
+    assert (
+        config_from_params(space, {"batch_size": 128, "num_workers": 24, "prefetch_factor": 4})
+        == config.normalized()
+    )
 
 
 def test_an_index_outside_the_space_is_refused_in_one_sentence() -> None:
@@ -278,25 +296,35 @@ def test_an_index_outside_the_space_is_refused_in_one_sentence() -> None:
         config_from_params(space, {"batch_size_index": 5})
 
 
-_SMALL = st.fixed_dictionaries({
-    "device": st.sampled_from([CPU, CPU_BF16, AMPERE]),
-    "workload": st.sampled_from([IMAGES, TOKENS]),
-    "batch_size": st.lists(st.sampled_from([8, 16, 24, 64, 96, 256, 512]), min_size=1,
-                           max_size=4, unique=True),
-    "num_workers": st.lists(st.sampled_from([0, 1, 3, 5, 8, 24, 40]), min_size=1, max_size=3,
-                            unique=True),
-    "prefetch_factor": st.lists(st.sampled_from(["null", 1, 2, 3, 16]), min_size=1,
-                                max_size=3, unique=True),
-})
+_SMALL = st.fixed_dictionaries(
+    {
+        "device": st.sampled_from([CPU, CPU_BF16, AMPERE]),
+        "workload": st.sampled_from([IMAGES, TOKENS]),
+        "batch_size": st.lists(
+            st.sampled_from([8, 16, 24, 64, 96, 256, 512]), min_size=1, max_size=4, unique=True
+        ),
+        "num_workers": st.lists(
+            st.sampled_from([0, 1, 3, 5, 8, 24, 40]), min_size=1, max_size=3, unique=True
+        ),
+        "prefetch_factor": st.lists(
+            st.sampled_from(["null", 1, 2, 3, 16]), min_size=1, max_size=3, unique=True
+        ),
+    }
+)
 
 
 @settings(max_examples=60, deadline=None)
 @given(_SMALL)
 def test_every_configuration_round_trips_through_its_params(drawn: dict[str, Any]) -> None:
-    fixed = {"cudnn_benchmark": True, "tf32": True, "pin_memory": True} \
-        if drawn["device"].is_cuda else {}
-    ranges = {name: ",".join(map(str, drawn[name]))
-              for name in ("batch_size", "num_workers", "prefetch_factor")}
+    fixed = (
+        {"cudnn_benchmark": True, "tf32": True, "pin_memory": True}
+        if drawn["device"].is_cuda
+        else {}
+    )
+    ranges = {
+        name: ",".join(map(str, drawn[name]))
+        for name in ("batch_size", "num_workers", "prefetch_factor")
+    }
     space = SearchSpace(drawn["device"], drawn["workload"], fixed=fixed, ranges=ranges)
     configs = list(space.all_configs())
     assert len(configs) == len({c.key() for c in configs}) == space.size()
@@ -365,7 +393,8 @@ def test_amp_rejects_other_values(raw: Any) -> None:
 
 def test_parse_assignments() -> None:
     assert parse_assignments(["amp=bf16", " num_workers = 0..8 "], "--range") == {
-        "amp": "bf16", "num_workers": "0..8",
+        "amp": "bf16",
+        "num_workers": "0..8",
     }
     for bad in ["amp", "=bf16", "amp=", "amp= "]:
         with pytest.raises(ConfigError, match="--fix .* is not KNOB=VALUE"):
@@ -513,8 +542,9 @@ def test_effective_batch_choices_divide_it() -> None:
 
 def test_without_effective_batch_no_accumulation() -> None:
     space = SearchSpace(CPU, IMAGES)
-    assert {space.config_from({"batch_size": b}).grad_accum_steps
-            for b in space.choices["batch_size"]} == {1}
+    assert {
+        space.config_from({"batch_size": b}).grad_accum_steps for b in space.choices["batch_size"]
+    } == {1}
 
 
 def test_fixed_batch_must_divide_the_effective_batch() -> None:
@@ -538,7 +568,12 @@ def test_batch_upper_bound_from_dataset_length() -> None:
     assert max(SearchSpace(CPU, iterable).choices["batch_size"]) == 2048
     medium = WorkloadInfo(name="medium", dataset_length=1024, input_batch_ndim=4, batch_size=32)
     assert SearchSpace(CPU, medium, effective_batch=256).choices["batch_size"] == (
-        8, 16, 32, 64, 128)
+        8,
+        16,
+        32,
+        64,
+        128,
+    )
 
 
 def test_dataset_smaller_than_the_smallest_batch_is_a_config_error() -> None:
@@ -570,12 +605,16 @@ def test_baseline_is_pytorch_defaults_with_the_workload_batch() -> None:
 
 def test_baseline_overrides() -> None:
     space = SearchSpace(
-        AMPERE, IMAGES, baseline={"num_workers": "4", "amp": "bf16", "pin_memory": "yes",
-                                  "batch_size": 128},
+        AMPERE,
+        IMAGES,
+        baseline={"num_workers": "4", "amp": "bf16", "pin_memory": "yes", "batch_size": 128},
     )
     baseline = space.baseline()
     assert (baseline.num_workers, baseline.amp, baseline.pin_memory, baseline.batch_size) == (
-        4, "bf16", True, 128,
+        4,
+        "bf16",
+        True,
+        128,
     )
     assert baseline.tf32 is None  # not set by the user: PyTorch's defaults are left alone
     assert space.contains(baseline)

@@ -132,9 +132,14 @@ def test_postgres_tables_live_in_the_test_schema(postgres_url: str) -> None:
     try:
         with db.session() as session:
             schema = session.scalar(text("SELECT current_schema()"))
-            tables = set(session.scalars(text(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = :s"
-            ), {"s": schema}))
+            tables = set(
+                session.scalars(
+                    text(
+                        "SELECT table_name FROM information_schema.tables WHERE table_schema = :s"
+                    ),
+                    {"s": schema},
+                )
+            )
         assert str(schema).startswith("autotune_test_")
         assert {"autotune_jobs", "autotune_trials"} <= tables
     finally:
@@ -146,12 +151,23 @@ def test_job_and_trial_round_trip(db: Database) -> None:
     finished = datetime(2024, 5, 1, 14, 31, tzinfo=timezone(timedelta(hours=2)))
     fingerprint = {"torch": "2.4.0", "cuda": None, "flags": [1, 2.5, "ü"], "nested": {"a": {}}}
     with db.session() as session:
-        job = make_job(device={"type": "cpu", "memory_bytes": BIG}, fingerprint=fingerprint,
-                       started_at=started)
-        make_trial(job, 2, peak_memory_bytes=BIG, peak_host_memory_bytes=BIG + 1,
-                   peak_memory_allocated_bytes=2**40, peak_memory_reserved_bytes=2**31,
-                   fingerprint=fingerprint, started_at=started, finished_at=finished,
-                   within_budget=True, losses_finite=True, duration_s=1.5)
+        job = make_job(
+            device={"type": "cpu", "memory_bytes": BIG}, fingerprint=fingerprint, started_at=started
+        )
+        make_trial(
+            job,
+            2,
+            peak_memory_bytes=BIG,
+            peak_host_memory_bytes=BIG + 1,
+            peak_memory_allocated_bytes=2**40,
+            peak_memory_reserved_bytes=2**31,
+            fingerprint=fingerprint,
+            started_at=started,
+            finished_at=finished,
+            within_budget=True,
+            losses_finite=True,
+            duration_s=1.5,
+        )
         make_trial(job, 1, outcome="oom", samples_per_s=None, error="CUDA out of memory")
         session.add(job)
         session.flush()
@@ -160,8 +176,7 @@ def test_job_and_trial_round_trip(db: Database) -> None:
     with db.session() as session:
         job = session.get(Job, job_id)
         assert job is not None
-        assert job.options == {"n_trials": 20, "fixed": {"amp": "bf16"}, "ranges": {},
-                               "seed": None}
+        assert job.options == {"n_trials": 20, "fixed": {"amp": "bf16"}, "ranges": {}, "seed": None}
         assert job.device == {"type": "cpu", "memory_bytes": BIG}
         assert job.fingerprint == fingerprint
         assert (job.status, job.attempts, job.cancel_requested) == ("queued", 0, False)
@@ -180,7 +195,9 @@ def test_job_and_trial_round_trip(db: Database) -> None:
         assert TrialRecord.model_validate(ok).usable
         assert not TrialRecord.model_validate(oom).usable
         for value, expected in [
-            (job.started_at, started), (ok.started_at, started), (ok.finished_at, finished),
+            (job.started_at, started),
+            (ok.started_at, started),
+            (ok.finished_at, finished),
         ]:
             assert value is not None
             assert value.tzinfo is not None, f"{value!r} came back without a time zone"
@@ -249,9 +266,11 @@ def _try_write(path: str) -> str | None:
     other = sqlite3.connect(path, timeout=0.1, isolation_level=None)
     try:
         other.execute("BEGIN IMMEDIATE")
-        other.execute("INSERT INTO autotune_jobs (workload, status, options, cancel_requested, "
-                      "attempts, created_at) VALUES ('other', 'queued', '{}', 0, 0, "
-                      "'2024-01-01 00:00:00')")
+        other.execute(
+            "INSERT INTO autotune_jobs (workload, status, options, cancel_requested, "
+            "attempts, created_at) VALUES ('other', 'queued', '{}', 0, 0, "
+            "'2024-01-01 00:00:00')"
+        )
         other.execute("COMMIT")
         return None
     except sqlite3.OperationalError as exc:
@@ -369,7 +388,10 @@ def test_bad_url_is_a_store_error(bad: str) -> None:
 )
 def test_trial_usable(overrides: dict[str, Any], usable: bool) -> None:
     values: dict[str, Any] = {
-        "outcome": "ok", "pruned": False, "losses_finite": True, "within_budget": True,
+        "outcome": "ok",
+        "pruned": False,
+        "losses_finite": True,
+        "within_budget": True,
         "samples_per_s": 10.0,
     }
     values.update(overrides)
@@ -385,17 +407,31 @@ def test_every_field_of_the_record_is_a_column_of_the_row() -> None:
 def test_every_metric_the_trial_process_measures_has_a_field() -> None:
     measured = set(WindowMetrics.__dataclass_fields__)
     assert measured <= set(TrialRecord.model_fields), (
-        "add a TrialRecord field (and a Trial column) for each new WindowMetrics field")
+        "add a TrialRecord field (and a Trial column) for each new WindowMetrics field"
+    )
 
 
 def test_record_round_trips_through_a_row(db: Database) -> None:
     record = TrialRecord(
-        config=Config(batch_size=64, num_workers=2).normalized(), outcome="ok", within_budget=True,
-        samples_per_s=812.5, step_time_median_ms=9.5, step_time_p90_ms=11.0,
-        data_wait_fraction=0.25, steps=40, warmup_steps=3, window_s=2.0, losses_finite=True,
-        peak_memory_allocated_bytes=BIG, peak_memory_reserved_bytes=BIG + 8,
-        peak_host_memory_bytes=2**31, device_utilization=0.5, exit_code=0,
-        fingerprint={"torch": "2.13.0"}, finished_at=utcnow(), duration_s=3.25,
+        config=Config(batch_size=64, num_workers=2).normalized(),
+        outcome="ok",
+        within_budget=True,
+        samples_per_s=812.5,
+        step_time_median_ms=9.5,
+        step_time_p90_ms=11.0,
+        data_wait_fraction=0.25,
+        steps=40,
+        warmup_steps=3,
+        window_s=2.0,
+        losses_finite=True,
+        peak_memory_allocated_bytes=BIG,
+        peak_memory_reserved_bytes=BIG + 8,
+        peak_host_memory_bytes=2**31,
+        device_utilization=0.5,
+        exit_code=0,
+        fingerprint={"torch": "2.13.0"},
+        finished_at=utcnow(),
+        duration_s=3.25,
     )
     with db.session() as session:
         job = make_job()

@@ -15,15 +15,17 @@ from autotune.workload import load_workload
 
 #: Warm-up that does not settle by step count (sleepy's steps take 8 x 20 ms of reads), so it
 #: lasts its ``max_warmup_s`` and reports every 0.2 s.
-LONG_WARMUP = MeasurePlan(warmup_steps=1000, max_warmup_s=3.0, progress_interval_s=0.2,
-                          min_steps=3, min_seconds=0.3)
+LONG_WARMUP = MeasurePlan(
+    warmup_steps=1000, max_warmup_s=3.0, progress_interval_s=0.2, min_steps=3, min_seconds=0.3
+)
 
 
 def test_warm_up_reports_its_rate_before_the_window(workload_file) -> None:
     events: list[dict[str, Any]] = []
     workload = load_workload(workload_file("sleepy"))
-    metrics = measure(workload, Config(batch_size=8), torch.device("cpu"), LONG_WARMUP,
-                      progress=events.append)
+    metrics = measure(
+        workload, Config(batch_size=8), torch.device("cpu"), LONG_WARMUP, progress=events.append
+    )
     kinds = [(e["event"], bool(e.get("warmup"))) for e in events]
     warmed = kinds.index(("warmed_up", False))
     assert warmed >= 2 and all(kind == ("progress", True) for kind in kinds[:warmed])
@@ -69,8 +71,9 @@ def test_a_hopeless_trial_is_pruned_during_warm_up(
         return hopeless_in_warmup(event, [1000.0] * 3)  # sleepy reads at most 50 samples/s
 
     with TrialLauncher(workload, "cpu"):
-        record = run_trial(workload, Config(batch_size=8), "cpu", LONG_WARMUP, 60,
-                           on_progress=far_below_the_best)
+        record = run_trial(
+            workload, Config(batch_size=8), "cpu", LONG_WARMUP, 60, on_progress=far_below_the_best
+        )
     assert record.outcome == "ok" and record.pruned and record.pruned_during_warmup
     assert not record.usable
     assert all(e.get("warmup") for e in seen)  # stopped before any window progress
@@ -84,7 +87,13 @@ def test_a_hopeless_trial_is_pruned_during_warm_up(
 def test_a_trial_near_the_best_is_not_pruned_during_warm_up(workload_file) -> None:
     workload = workload_file("sleepy")
     with TrialLauncher(workload, "cpu"):
-        record = run_trial(workload, Config(batch_size=8), "cpu", LONG_WARMUP, 60,
-                           on_progress=lambda event: hopeless_in_warmup(event, [60.0] * 3))
+        record = run_trial(
+            workload,
+            Config(batch_size=8),
+            "cpu",
+            LONG_WARMUP,
+            60,
+            on_progress=lambda event: hopeless_in_warmup(event, [60.0] * 3),
+        )
     assert record.outcome == "ok" and not record.pruned and not record.pruned_during_warmup
     assert record.window_s is not None

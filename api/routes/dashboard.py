@@ -39,7 +39,8 @@ def compare_page() -> HTMLResponse:
 def page_asset(name: str) -> Response:
     found = asset(name)
     if found is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND,
-                            f"there is no asset {name}; reload the page to get current links")
-    return Response(found.body, media_type=found.media_type,
-                    headers={"Cache-Control": _IMMUTABLE})
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            f"there is no asset {name}; reload the page to get current links",
+        )
+    return Response(found.body, media_type=found.media_type, headers={"Cache-Control": _IMMUTABLE})

@@ -44,14 +44,17 @@ def job_public(
     job: Job, progress: service.Progress, catalog: WorkloadCatalog, live: dict[str, int]
 ) -> JobPublic:
     """The job as the API shows it; ``live``: the device classes of the live workers."""
-    return JobPublic.model_validate({
-        **{name: getattr(job, name) for name in JobPublic.model_fields if hasattr(job, name)},
-        "workload": catalog.name_of(job.workload),
-        "options": {**job.options, "workload": catalog.name_of(job.workload)},
-        "progress": progress,
-        "recommendation_ready": job.recommendation is not None,
-        "waiting_for": service.waiting_for(job, live),
-    }, from_attributes=True)
+    return JobPublic.model_validate(
+        {
+            **{name: getattr(job, name) for name in JobPublic.model_fields if hasattr(job, name)},
+            "workload": catalog.name_of(job.workload),
+            "options": {**job.options, "workload": catalog.name_of(job.workload)},
+            "progress": progress,
+            "recommendation_ready": job.recommendation is not None,
+            "waiting_for": service.waiting_for(job, live),
+        },
+        from_attributes=True,
+    )
 
 
 def job_detail(
@@ -66,29 +69,44 @@ def _live(session: Session, settings: Settings) -> dict[str, int]:
     return service.live_device_classes(session, settings.heartbeat_timeout_s)
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobDetailPublic, responses={
-    400: {"model": ErrorPublic, "description": "The body is not UTF-8 text."},
-    413: {"model": ErrorPublic, "description": "The body is larger than the server allows."},
-})
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobDetailPublic,
+    responses={
+        400: {"model": ErrorPublic, "description": "The body is not UTF-8 text."},
+        413: {"model": ErrorPublic, "description": "The body is larger than the server allows."},
+    },
+)
 def submit_job(
-    body: JobCreate, response: Response, database: DatabaseDep, catalog: CatalogDep,
+    body: JobCreate,
+    response: Response,
+    database: DatabaseDep,
+    catalog: CatalogDep,
     settings: SettingsDep,
 ) -> JobDetailPublic:
     """Queue a tuning job; a worker picks it up. Poll the ``Location`` for its progress."""
     try:
         entry = catalog.resolve(body.workload)
     except WorkloadError as exc:
-        raise RequestValidationError([{
-            "type": "value_error", "loc": ("body", "workload"), "msg": str(exc),
-            "input": body.workload,
-        }]) from None
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("body", "workload"),
+                    "msg": str(exc),
+                    "input": body.workload,
+                }
+            ]
+        ) from None
     options = TuneOptions.model_validate({**body.model_dump(), "workload": entry.ref})
     job_id = create_job(database, options)
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     with database.session() as session:
         job = service.get_job(session, job_id)
-        return job_detail(job, service.progress(session, [job])[job_id], catalog,
-                          _live(session, settings))
+        return job_detail(
+            job, service.progress(session, [job])[job_id], catalog, _live(session, settings)
+        )
 
 
 @router.get("", response_model=JobsPublic)
@@ -117,8 +135,9 @@ def read_job(
     """Status, progress (trials done of the budget, best so far), timestamps and error; for a
     queued job no live worker can take, ``waiting_for`` says why; the profile once measured."""
     job = service.get_job(session, job_id)
-    return job_detail(job, service.progress(session, [job])[job_id], catalog,
-                      _live(session, settings))
+    return job_detail(
+        job, service.progress(session, [job])[job_id], catalog, _live(session, settings)
+    )
 
 
 @router.get("/{job_id}/trials", response_model=TrialsPublic, responses=NOT_FOUND)
@@ -136,8 +155,10 @@ def read_trials(
 @router.get(
     "/{job_id}/recommendation",
     response_model=dict[str, Any],
-    responses={**NOT_FOUND, 409: {"model": ErrorPublic,
-                                  "description": "The job has no recommendation (yet)."}},
+    responses={
+        **NOT_FOUND,
+        409: {"model": ErrorPublic, "description": "The job has no recommendation (yet)."},
+    },
 )
 def read_recommendation(job_id: JobId, session: SessionDep) -> dict[str, Any]:
     """The recommendation JSON (as ``autotune run --out`` writes it) of a succeeded job."""
@@ -148,14 +169,16 @@ def read_recommendation(job_id: JobId, session: SessionDep) -> dict[str, Any]:
     "/{job_id}/cancel",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=JobDetailPublic,
-    responses={**NOT_FOUND, 409: {"model": ErrorPublic,
-                                  "description": "The job already succeeded or failed."}},
+    responses={
+        **NOT_FOUND,
+        409: {"model": ErrorPublic, "description": "The job already succeeded or failed."},
+    },
 )
 def cancel_job(
     job_id: JobId, session: WriteSessionDep, catalog: CatalogDep, settings: SettingsDep
 ) -> JobDetailPublic:
     """Cancel a job: a queued one at once; a running one stops its trial within seconds."""
     job = service.request_cancel(session, job_id)
-    return job_detail(job, service.progress(session, [job])[job_id], catalog,
-                      _live(session, settings))
-
+    return job_detail(
+        job, service.progress(session, [job])[job_id], catalog, _live(session, settings)
+    )

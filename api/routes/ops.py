@@ -29,16 +29,22 @@ def render_metrics(snapshot: service.MetricsSnapshot) -> str:
     lines = [
         "# HELP autotune_jobs Jobs in the database by status.",
         "# TYPE autotune_jobs gauge",
-        *(f'autotune_jobs{{status="{status}"}} {snapshot.jobs_by_status.get(status, 0)}'
-          for status in JOB_STATUSES),
+        *(
+            f'autotune_jobs{{status="{status}"}} {snapshot.jobs_by_status.get(status, 0)}'
+            for status in JOB_STATUSES
+        ),
         "# HELP autotune_trials_total Trials measured, by outcome.",
         "# TYPE autotune_trials_total counter",
-        *(f'autotune_trials_total{{outcome="{outcome}"}} {count}'
-          for outcome, count in sorted(snapshot.trials_by_outcome.items())),
+        *(
+            f'autotune_trials_total{{outcome="{outcome}"}} {count}'
+            for outcome, count in sorted(snapshot.trials_by_outcome.items())
+        ),
         "# HELP autotune_trial_duration_seconds Wall time of each trial process.",
         "# TYPE autotune_trial_duration_seconds histogram",
-        *(f'autotune_trial_duration_seconds_bucket{{le="{bound:g}"}} {count}'
-          for bound, count in snapshot.duration_buckets.items()),
+        *(
+            f'autotune_trial_duration_seconds_bucket{{le="{bound:g}"}} {count}'
+            for bound, count in snapshot.duration_buckets.items()
+        ),
         f'autotune_trial_duration_seconds_bucket{{le="+Inf"}} {snapshot.duration_count}',
         f"autotune_trial_duration_seconds_sum {snapshot.duration_sum_s:.6g}",
         f"autotune_trial_duration_seconds_count {snapshot.duration_count}",
@@ -46,8 +52,11 @@ def render_metrics(snapshot: service.MetricsSnapshot) -> str:
     return "\n".join(lines) + "\n"
 
 
-@router.get("/metrics", response_class=PlainTextResponse,
-            responses={200: {"content": {PROMETHEUS_TEXT: {}}}})
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {PROMETHEUS_TEXT: {}}}},
+)
 def prometheus_metrics(session: SessionDep) -> PlainTextResponse:
     """Jobs by status, trials by outcome and trial durations, in Prometheus text format."""
     body = render_metrics(service.metrics(session))

@@ -34,28 +34,43 @@ console = Console(stderr=False, highlight=False)
 
 _PLAN = MeasurePlan()  # the measurement window's defaults, shared with TuneOptions
 
-DbOption = Annotated[str | None, typer.Option(
-    "--db", help="Database URL or SQLite file (default: $AUTOTUNE_DB or ./autotune.db).")]
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db", help="Database URL or SQLite file (default: $AUTOTUNE_DB or ./autotune.db)."
+    ),
+]
 DeviceOption = Annotated[str, typer.Option(help="auto, cpu or cuda[:N].")]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")]
-MaxMemoryOption = Annotated[str | None, typer.Option(
-    help="Memory budget: bytes, 8GB, 512MiB or 80% of the device.")]
+MaxMemoryOption = Annotated[
+    str | None, typer.Option(help="Memory budget: bytes, 8GB, 512MiB or 80% of the device.")
+]
 TimeoutOption = Annotated[float, typer.Option(help="Seconds one trial may take.")]
 MinSecondsOption = Annotated[float, typer.Option(help="Shortest timed window (s).")]
 MinStepsOption = Annotated[int, typer.Option(help="Fewest timed steps.")]
 WarmupStepsOption = Annotated[int, typer.Option(help="Fewest untimed warm-up steps.")]
-EpochsOption = Annotated[int | None, typer.Option(
-    help="Your run's length in epochs (default 1); torch.compile's time is charged against it.")]
-StepsOption = Annotated[int | None, typer.Option(
-    help="Your run's length in optimizer steps at the baseline's batch, instead of --epochs.")]
-CompileTimeoutOption = Annotated[float, typer.Option(
-    help="Seconds a trial that compiles may take beyond --timeout.")]
+EpochsOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Your run's length in epochs (default 1); torch.compile's time is charged against it."
+    ),
+]
+StepsOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Your run's length in optimizer steps at the baseline's batch, instead of --epochs."
+    ),
+]
+CompileTimeoutOption = Annotated[
+    float, typer.Option(help="Seconds a trial that compiles may take beyond --timeout.")
+]
 
 
 def _run_length(epochs: int | None, steps: int | None) -> None:
     if epochs is not None and steps is not None:
-        raise ConfigError(f"--epochs {epochs} and --steps {steps} both give the run's length; "
-                          "pass one of them")
+        raise ConfigError(
+            f"--epochs {epochs} and --steps {steps} both give the run's length; pass one of them"
+        )
 
 
 def _options(**values: Any) -> TuneOptions:
@@ -75,16 +90,22 @@ def _find_resumable(db: Database, workload: str, job_id: int | None) -> int:
             if job is None:
                 raise ConfigError(f"--job {job_id} does not exist in {db.shown_url}")
             if job.status == "succeeded":
-                raise ConfigError(f"job {job_id} already succeeded; start a new run without "
-                                  "--resume")
+                raise ConfigError(
+                    f"job {job_id} already succeeded; start a new run without --resume"
+                )
             return job.id
-        query = (select(Job).where(Job.workload == workload, Job.status != "succeeded",
-                                   Job.status != "cancelled")
-                 .order_by(Job.id.desc()).limit(1))
+        query = (
+            select(Job)
+            .where(Job.workload == workload, Job.status != "succeeded", Job.status != "cancelled")
+            .order_by(Job.id.desc())
+            .limit(1)
+        )
         job = session.scalars(query).first()
         if job is None:
-            raise ConfigError(f"nothing to resume for {workload} in {db.shown_url}; run without "
-                              "--resume to start a job")
+            raise ConfigError(
+                f"nothing to resume for {workload} in {db.shown_url}; run without "
+                "--resume to start a job"
+            )
         return job.id
 
 
@@ -108,58 +129,94 @@ def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
 
 @app.command()
 def run(
-    workload: Annotated[str, typer.Argument(
-        help="path/to/file.py[:FUNCTION], package.module:FUNCTION or builtin:NAME.")],
-    trials: Annotated[int, typer.Option(
-        help="Most configurations to measure in the search.")] = 20,
-    patience: Annotated[int, typer.Option(
-        help="End the search sooner once this many measurements in a row gain nothing above "
-             "2% (after the baseline, checklist and predicted seeds); 0: measure all --trials."
-    )] = DEFAULT_PATIENCE,
+    workload: Annotated[
+        str,
+        typer.Argument(help="path/to/file.py[:FUNCTION], package.module:FUNCTION or builtin:NAME."),
+    ],
+    trials: Annotated[int, typer.Option(help="Most configurations to measure in the search.")] = 20,
+    patience: Annotated[
+        int,
+        typer.Option(
+            help="End the search sooner once this many measurements in a row gain nothing above "
+            "2% (after the baseline, checklist and predicted seeds); 0: measure all --trials."
+        ),
+    ] = DEFAULT_PATIENCE,
     out: Annotated[Path, typer.Option(help="Where to write the recommendation JSON.")] = Path(
-        "autotune-best.json"),
+        "autotune-best.json"
+    ),
     db: DbOption = None,
-    fix: Annotated[list[str] | None, typer.Option(
-        help="Fix a knob: --fix amp=bf16 (repeatable).")] = None,
-    range_: Annotated[list[str] | None, typer.Option(
-        "--range", help="Narrow a knob: --range batch_size=16..256, --range amp=off,bf16.")] = None,
-    baseline: Annotated[list[str] | None, typer.Option(
-        help="Your current setting of a knob, for the baseline: --baseline num_workers=4.")
+    fix: Annotated[
+        list[str] | None, typer.Option(help="Fix a knob: --fix amp=bf16 (repeatable).")
     ] = None,
-    effective_batch: Annotated[int | None, typer.Option(
-        help="Hold batch_size x gradient-accumulation steps at this value.")] = None,
+    range_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--range", help="Narrow a knob: --range batch_size=16..256, --range amp=off,bf16."
+        ),
+    ] = None,
+    baseline: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Your current setting of a knob, for the baseline: --baseline num_workers=4."
+        ),
+    ] = None,
+    effective_batch: Annotated[
+        int | None,
+        typer.Option(help="Hold batch_size x gradient-accumulation steps at this value."),
+    ] = None,
     max_memory: MaxMemoryOption = None,
     timeout: TimeoutOption = 180.0,
-    time_budget: Annotated[float | None, typer.Option(
-        help="Seconds the whole job may take, profile and confirmation included: the search "
-             "stops in time to confirm its best beside the baseline.")] = None,
+    time_budget: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds the whole job may take, profile and confirmation included: the search "
+            "stops in time to confirm its best beside the baseline."
+        ),
+    ] = None,
     device: DeviceOption = "auto",
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of each trial.")] = 0,
     min_seconds: MinSecondsOption = _PLAN.min_seconds,
     min_steps: MinStepsOption = _PLAN.min_steps,
     warmup_steps: WarmupStepsOption = _PLAN.warmup_steps,
     confirm_top: Annotated[int, typer.Option(help="Best candidates to re-measure.")] = 3,
-    confirm_rounds: Annotated[int, typer.Option(
-        help="Re-measurements of each, at most (the race ends once its answers are decided)."
-    )] = 3,
-    confirm_seconds: Annotated[float | None, typer.Option(
-        help="Shortest timed window of a re-measurement (default: 2 x --min-seconds).")] = None,
+    confirm_rounds: Annotated[
+        int,
+        typer.Option(
+            help="Re-measurements of each, at most (the race ends once its answers are decided)."
+        ),
+    ] = 3,
+    confirm_seconds: Annotated[
+        float | None,
+        typer.Option(
+            help="Shortest timed window of a re-measurement (default: 2 x --min-seconds)."
+        ),
+    ] = None,
     prune: Annotated[bool, typer.Option(help="Stop clearly slow trials early.")] = True,
     epochs: EpochsOption = None,
     steps: StepsOption = None,
     compile_timeout: CompileTimeoutOption = DEFAULT_COMPILE_TIMEOUT_S,
-    profile: Annotated[bool, typer.Option(
-        help="Profile the step and the loader alone first and seed the search with the "
-             "predicted best configurations (--no-profile: the plain search).")] = True,
-    profile_seconds: Annotated[float, typer.Option(
-        help="Seconds the profile may spend measuring (half step, half loader).")] = 40.0,
-    resume: Annotated[bool, typer.Option(
-        help="Continue the last unfinished job of this workload.")] = False,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            help="Profile the step and the loader alone first and seed the search with the "
+            "predicted best configurations (--no-profile: the plain search)."
+        ),
+    ] = True,
+    profile_seconds: Annotated[
+        float,
+        typer.Option(help="Seconds the profile may spend measuring (half step, half loader)."),
+    ] = 40.0,
+    resume: Annotated[
+        bool, typer.Option(help="Continue the last unfinished job of this workload.")
+    ] = False,
     job: Annotated[int | None, typer.Option(help="With --resume: the job to continue.")] = None,
-    on_new_hardware: Annotated[str | None, typer.Option(
-        help="When a job resumes on other hardware or software: fresh (measure anew, keep the "
-             "old trials apart) or refuse (fail). Default: the job's own, fresh for a new job."
-    )] = None,
+    on_new_hardware: Annotated[
+        str | None,
+        typer.Option(
+            help="When a job resumes on other hardware or software: fresh (measure anew, keep the "
+            "old trials apart) or refuse (fail). Default: the job's own, fresh for a new job."
+        ),
+    ] = None,
     debug: DebugOption = False,
 ) -> None:
     """Search the knobs for WORKLOAD and write the recommended configuration."""
@@ -170,14 +227,31 @@ def run(
     check_knob_settings(fixed, ranges, baseline_values)
     _run_length(epochs, steps)
     options = _options(
-        workload=workload, n_trials=trials, time_budget_s=time_budget, trial_timeout_s=timeout,
-        max_memory=max_memory, fixed=fixed, ranges=ranges, baseline=baseline_values,
-        effective_batch=effective_batch, device=device, seed=seed, warmup_steps=warmup_steps,
-        min_steps=min_steps, min_seconds=min_seconds, confirm_top=confirm_top,
-        confirm_rounds=confirm_rounds, confirm_seconds=confirm_seconds, prune=prune,
-        patience=patience, epochs=epochs, steps=steps, compile_timeout_s=compile_timeout,
+        workload=workload,
+        n_trials=trials,
+        time_budget_s=time_budget,
+        trial_timeout_s=timeout,
+        max_memory=max_memory,
+        fixed=fixed,
+        ranges=ranges,
+        baseline=baseline_values,
+        effective_batch=effective_batch,
+        device=device,
+        seed=seed,
+        warmup_steps=warmup_steps,
+        min_steps=min_steps,
+        min_seconds=min_seconds,
+        confirm_top=confirm_top,
+        confirm_rounds=confirm_rounds,
+        confirm_seconds=confirm_seconds,
+        prune=prune,
+        patience=patience,
+        epochs=epochs,
+        steps=steps,
+        compile_timeout_s=compile_timeout,
         on_new_hardware=on_new_hardware or "fresh",
-        profile=profile, profile_seconds=profile_seconds,
+        profile=profile,
+        profile_seconds=profile_seconds,
     )
     database = open_database(db)
     if resume:
@@ -193,8 +267,10 @@ def run(
     try:
         finished = run_job(database, job_id, RichReporter(console))
     except KeyboardInterrupt:
-        console.print(f"\ninterrupted: the measured trials of job {job_id} are kept; continue "
-                      f"with `autotune run {workload} --resume`")
+        console.print(
+            f"\ninterrupted: the measured trials of job {job_id} are kept; continue "
+            f"with `autotune run {workload} --resume`"
+        )
         raise typer.Exit(130) from None
     document = finished.recommendation
     if document is None:
@@ -203,9 +279,11 @@ def run(
     console.print(document["verdict"])
     console.print(f"[bold]diagnosis[/]: {document['diagnosis']}")
     counts = document["trials"]
-    console.print(f"trials: {counts['total']} measured, {counts['ok']} ok, {counts['failed']} "
-                  f"failed, {counts['skipped_infeasible']} skipped as infeasible"
-                  f"{_skipped_slow(counts)}{search_ending(counts)}")
+    console.print(
+        f"trials: {counts['total']} measured, {counts['ok']} ok, {counts['failed']} "
+        f"failed, {counts['skipped_infeasible']} skipped as infeasible"
+        f"{_skipped_slow(counts)}{search_ending(counts)}"
+    )
     _write_json(out, document)
     console.print(f"wrote {out}")
     console.print(report_hint(job_id, db), soft_wrap=True)  # one line, to copy
@@ -234,9 +312,16 @@ def bench_command(
     """Re-measure one configuration of WORKLOAD in fresh processes."""
     parse_ref(workload)
     chosen = read_config(config)
-    options = _options(workload=workload, device=device, max_memory=max_memory,
-                       trial_timeout_s=timeout, min_seconds=min_seconds, min_steps=min_steps,
-                       warmup_steps=warmup_steps, compile_timeout_s=compile_timeout)
+    options = _options(
+        workload=workload,
+        device=device,
+        max_memory=max_memory,
+        trial_timeout_s=timeout,
+        min_seconds=min_seconds,
+        min_steps=min_steps,
+        warmup_steps=warmup_steps,
+        compile_timeout_s=compile_timeout,
+    )
     from autotune.cli._progress import RichReporter
 
     job = bench(open_database(db), options, chosen, repeats, RichReporter(console))
@@ -245,14 +330,21 @@ def bench_command(
     if not speeds:
         console.print("no run finished usable; see the outcomes above")
         raise typer.Exit(1)
-    median = speeds[len(speeds) // 2] if len(speeds) % 2 else sum(
-        speeds[len(speeds) // 2 - 1:len(speeds) // 2 + 1]) / 2
-    console.print(f"job {job.id}: median {median:,.1f} samples/s over {len(speeds)} usable runs "
-                  f"(min {speeds[0]:,.1f}, max {speeds[-1]:,.1f})")
+    median = (
+        speeds[len(speeds) // 2]
+        if len(speeds) % 2
+        else sum(speeds[len(speeds) // 2 - 1 : len(speeds) // 2 + 1]) / 2
+    )
+    console.print(
+        f"job {job.id}: median {median:,.1f} samples/s over {len(speeds)} usable runs "
+        f"(min {speeds[0]:,.1f}, max {speeds[-1]:,.1f})"
+    )
     compile_times = sorted(run.compile_s for run in runs if run.usable and run.compile_s)
     if compile_times:
-        console.print(f"torch.compile took {compile_times[len(compile_times) // 2]:,.1f} s "
-                      "(median) before that steady state, not counted in it")
+        console.print(
+            f"torch.compile took {compile_times[len(compile_times) // 2]:,.1f} s "
+            "(median) before that steady state, not counted in it"
+        )
 
 
 @app.command()

@@ -17,11 +17,20 @@ from autotune.store import Job, Trial
 from autotune.tuner import Reporter
 
 _SHORT = {
-    "batch_size": "bs", "num_workers": "workers", "prefetch_factor": "prefetch",
-    "persistent_workers": "persistent", "pin_memory": "pin", "device_prefetch": "dev-prefetch",
-    "channels_last": "channels_last", "cudnn_benchmark": "cudnn_bench", "tf32": "tf32",
-    "amp": "amp", "grad_accum_steps": "accum", "compile": "compile",
-    "retain_freed_memory": "retain-freed", "intra_op_threads": "threads",
+    "batch_size": "bs",
+    "num_workers": "workers",
+    "prefetch_factor": "prefetch",
+    "persistent_workers": "persistent",
+    "pin_memory": "pin",
+    "device_prefetch": "dev-prefetch",
+    "channels_last": "channels_last",
+    "cudnn_benchmark": "cudnn_bench",
+    "tf32": "tf32",
+    "amp": "amp",
+    "grad_accum_steps": "accum",
+    "compile": "compile",
+    "retain_freed_memory": "retain-freed",
+    "intra_op_threads": "threads",
 }
 
 
@@ -44,8 +53,10 @@ def mib(value: int | None) -> str:
 
 def _outcome_text(trial: Trial) -> str:
     if trial.pruned and trial.compile_s is not None and trial.samples_per_s is None:
-        return (f"[yellow]pruned[/] while compiling (over {trial.compile_s:,.1f} s: more than "
-                "the run can repay beside the best)")
+        return (
+            f"[yellow]pruned[/] while compiling (over {trial.compile_s:,.1f} s: more than "
+            "the run can repay beside the best)"
+        )
     if trial.pruned and trial.pruned_during_warmup:
         return "[yellow]pruned[/] during warm-up (far slower than the best)"
     if trial.pruned:
@@ -64,8 +75,12 @@ class RichReporter(Reporter):
     def __init__(self, console: Console) -> None:
         self.console = console
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=console, transient=True,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
         )
         self.task: Any = None
 
@@ -73,8 +88,11 @@ class RichReporter(Reporter):
         numbers = ceiling_numbers(profile)
         if numbers is None:
             return
-        extra = (f"; searching {', '.join(map(str, profile.extra_workers))} workers too"
-                 if profile.extra_workers else "")
+        extra = (
+            f"; searching {', '.join(map(str, profile.extra_workers))} workers too"
+            if profile.extra_workers
+            else ""
+        )
         self.console.print(f"profile ({profile.duration_s:.0f} s): {numbers}{extra}")
 
     def profile_failed(self, reason: str) -> None:
@@ -108,8 +126,11 @@ class RichReporter(Reporter):
 
     def trial_finished(self, trial: Trial) -> None:
         speed = f"{trial.samples_per_s:,.1f} samples/s" if trial.samples_per_s else "-"
-        compiled = (f"  compile {trial.compile_s:,.1f} s"
-                    if trial.compile_s is not None and trial.samples_per_s else "")
+        compiled = (
+            f"  compile {trial.compile_s:,.1f} s"
+            if trial.compile_s is not None and trial.samples_per_s
+            else ""
+        )
         self.console.print(
             f"#{trial.number:<3} {trial.phase:<9} {speed:>18}  peak {mib(trial.peak_memory_bytes)}"
             f"{compiled}  {describe_config(trial.config)}  {_outcome_text(trial)}",
@@ -118,26 +139,38 @@ class RichReporter(Reporter):
         if self.task is not None:
             self.progress.advance(self.task)
 
-    def candidate_left(self, config: Config, after_round: int, runs_saved: int,
-                       reason: str) -> None:
-        self.console.print(f"     left      {describe_config(config)}: out of the confirmation "
-                           f"after round {after_round}, {reason}", style="dim", highlight=False)
+    def candidate_left(
+        self, config: Config, after_round: int, runs_saved: int, reason: str
+    ) -> None:
+        self.console.print(
+            f"     left      {describe_config(config)}: out of the confirmation "
+            f"after round {after_round}, {reason}",
+            style="dim",
+            highlight=False,
+        )
         self._add_to_total(-runs_saved)
 
     def race_decided(self, rounds: int, runs_saved: int, reason: str) -> None:
-        self.console.print(f"     decided   after round {rounds}: {reason}; {runs_saved} "
-                           "re-measurements spared", style="dim", highlight=False)
+        self.console.print(
+            f"     decided   after round {rounds}: {reason}; {runs_saved} re-measurements spared",
+            style="dim",
+            highlight=False,
+        )
         self._add_to_total(-runs_saved)
 
     def round_added(self, round_number: int, runs_added: int, reason: str) -> None:
-        self.console.print(f"     added     round {round_number}: {reason}", style="dim",
-                           highlight=False)
+        self.console.print(
+            f"     added     round {round_number}: {reason}", style="dim", highlight=False
+        )
         self._add_to_total(runs_added)
 
     def tie_break_started(self, config: Config, rounds: int) -> None:
-        self.console.print(f"     tie-break {describe_config(config)}: not faster than the "
-                           f"baseline in every round; {rounds} more paired rounds decide",
-                           style="dim", highlight=False)
+        self.console.print(
+            f"     tie-break {describe_config(config)}: not faster than the "
+            f"baseline in every round; {rounds} more paired rounds decide",
+            style="dim",
+            highlight=False,
+        )
         self._add_to_total(2 * rounds)
 
     def _add_to_total(self, runs: int) -> None:
@@ -147,8 +180,11 @@ class RichReporter(Reporter):
             self.progress.update(self.task, total=max(0, (task.total or 0) + runs))
 
     def trial_skipped(self, config: Config, reason: str) -> None:
-        self.console.print(f"     skipped   {describe_config(config)}: not run, {reason}",
-                           style="dim", highlight=False)
+        self.console.print(
+            f"     skipped   {describe_config(config)}: not run, {reason}",
+            style="dim",
+            highlight=False,
+        )
 
     def job_finished(self, job: Job) -> None:
         self.progress.stop()
@@ -158,13 +194,17 @@ def search_ending(counts: dict[str, Any]) -> str:
     """Why the search measured fewer configurations than its budget, for the trials line."""
     ended, budget = counts.get("search_ended"), counts.get("search_budget")
     if ended == "converged":
-        return (f"; the search converged before its budget of {budget} (the last measurements "
-                f"gained nothing above {MIN_IMPROVEMENT:.0%}; --patience 0 measures them all)")
+        return (
+            f"; the search converged before its budget of {budget} (the last measurements "
+            f"gained nothing above {MIN_IMPROVEMENT:.0%}; --patience 0 measures them all)"
+        )
     if ended == "ceiling":
-        return (f"; the search ended before its budget of {budget}: its best came within "
-                f"{1 - CEILING_SHARE:.0%} of the fastest the profile predicts (as read or as its "
-                f"trials scale it) and no neighbour "
-                f"of it gained above {1 - CEILING_SHARE:.0%} (--patience 0 measures them all)")
+        return (
+            f"; the search ended before its budget of {budget}: its best came within "
+            f"{1 - CEILING_SHARE:.0%} of the fastest the profile predicts (as read or as its "
+            f"trials scale it) and no neighbour "
+            f"of it gained above {1 - CEILING_SHARE:.0%} (--patience 0 measures them all)"
+        )
     if ended == "exhausted":
         return "; the search tried every configuration it could"
     if ended == "stopped":
@@ -182,20 +222,32 @@ def summary_table(document: dict[str, Any]) -> Table:
     # A third answer when the recommendation changes the effective batch and a configuration
     # other than the baseline keeps it: the drop-in change.
     same = document.get("same_effective_batch") or {}
-    keep = (same["metrics"] if document.get("batch_change") and not same.get("is_baseline")
-            and not same.get("same_as_recommendation") else None)
+    keep = (
+        same["metrics"]
+        if document.get("batch_change")
+        and not same.get("is_baseline")
+        and not same.get("same_as_recommendation")
+        else None
+    )
     if keep is not None:
         table.add_column(f"keeps batch {same['effective_batch']}", justify="right")
 
     def fmt(value: Any, kind: str) -> str:
         if value is None:
             return "-"
-        return {"speed": f"{value:,.1f}", "ms": f"{value:,.1f}", "mem": mib(value),
-                "frac": f"{value:.0%}"}[kind]
+        return {
+            "speed": f"{value:,.1f}",
+            "ms": f"{value:,.1f}",
+            "mem": mib(value),
+            "frac": f"{value:.0%}",
+        }[kind]
 
-    table.add_row("config", describe_config(document["baseline"]["config"]),
-                  describe_config(document["config"]),
-                  *([describe_config(same["config"])] if keep is not None else []))
+    table.add_row(
+        "config",
+        describe_config(document["baseline"]["config"]),
+        describe_config(document["config"]),
+        *([describe_config(same["config"])] if keep is not None else []),
+    )
     for label, key, kind in (
         ("samples/s (median)", "samples_per_s", "speed"),
         ("samples/s over the run", "run_samples_per_s", "speed"),
@@ -205,6 +257,10 @@ def summary_table(document: dict[str, Any]) -> Table:
         ("peak host memory", "peak_host_memory_bytes", "mem"),
         ("waiting for data", "data_wait_fraction", "frac"),
     ):
-        table.add_row(label, fmt(base.get(key), kind), fmt(best.get(key), kind),
-                      *([fmt(keep.get(key), kind)] if keep is not None else []))
+        table.add_row(
+            label,
+            fmt(base.get(key), kind),
+            fmt(best.get(key), kind),
+            *([fmt(keep.get(key), kind)] if keep is not None else []),
+        )
     return table

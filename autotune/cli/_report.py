@@ -19,14 +19,19 @@ console = Console(highlight=False)
 def report(
     job: Annotated[int, typer.Argument(min=1, help="The job's id (autotune run prints it).")],
     out: Annotated[Path, typer.Option(help="The HTML file to write.")] = Path("report.html"),
-    db: Annotated[str | None, typer.Option(
-        "--db", help="Database URL or SQLite file (default: $AUTOTUNE_DB or ./autotune.db).")
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db", help="Database URL or SQLite file (default: $AUTOTUNE_DB or ./autotune.db)."
+        ),
     ] = None,
 ) -> None:
     """Write JOB's recommendation, plots and trials as one HTML file that opens offline."""
     if not out.parent.is_dir():
-        raise ConfigError(f"--out {out}: the folder {out.parent} does not exist; create it or "
-                          "write the report elsewhere")
+        raise ConfigError(
+            f"--out {out}: the folder {out.parent} does not exist; create it or "
+            "write the report elsewhere"
+        )
     write_report(open_database(db), job, out)
     console.print(f"wrote {out}: open it in a browser (it needs no network)", soft_wrap=True)
 

@@ -19,17 +19,33 @@ from autotune.store import Database, open_database, resolve_url
 
 console = Console(highlight=False)
 
-ServerOption = Annotated[str, typer.Option(
-    envvar="AUTOTUNE_SERVER", help="The autotune server's URL.")]
-TokenOption = Annotated[str | None, typer.Option(
-    envvar="AUTOTUNE_API_TOKEN", show_default=False,
-    help="The server's bearer token (default: $AUTOTUNE_API_TOKEN).")]
-DbOption = Annotated[str | None, typer.Option(
-    "--db", help="Database URL or SQLite file (default: $AUTOTUNE_DB or ./autotune.db).")]
-HeartbeatTimeout = Annotated[float, typer.Option(
-    min=1, help="Seconds without a heartbeat after which a running job is taken over.")]
-DeviceOption = Annotated[str, typer.Option(
-    help="The device this worker owns; jobs submitted with device auto run on it.")]
+ServerOption = Annotated[
+    str, typer.Option(envvar="AUTOTUNE_SERVER", help="The autotune server's URL.")
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        envvar="AUTOTUNE_API_TOKEN",
+        show_default=False,
+        help="The server's bearer token (default: $AUTOTUNE_API_TOKEN).",
+    ),
+]
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db", help="Database URL or SQLite file (default: $AUTOTUNE_DB or ./autotune.db)."
+    ),
+]
+HeartbeatTimeout = Annotated[
+    float,
+    typer.Option(
+        min=1, help="Seconds without a heartbeat after which a running job is taken over."
+    ),
+]
+DeviceOption = Annotated[
+    str,
+    typer.Option(help="The device this worker owns; jobs submitted with device auto run on it."),
+]
 
 
 def _logging(level: str) -> None:
@@ -40,16 +56,23 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
     db: DbOption = None,
-    workloads_dir: Annotated[Path | None, typer.Option(
-        help="Directory of workload files; NAME.py is submitted as NAME.")] = None,
-    worker: Annotated[bool, typer.Option(
-        help="Run a worker inside the server (--no-worker: only separate workers).")] = True,
+    workloads_dir: Annotated[
+        Path | None, typer.Option(help="Directory of workload files; NAME.py is submitted as NAME.")
+    ] = None,
+    worker: Annotated[
+        bool,
+        typer.Option(help="Run a worker inside the server (--no-worker: only separate workers)."),
+    ] = True,
     device: DeviceOption = "auto",
     heartbeat_timeout: HeartbeatTimeout = 30.0,
-    insecure_allow_remote: Annotated[bool, typer.Option(
-        "--insecure-allow-remote",
-        help="Serve on a non-loopback address without AUTOTUNE_API_TOKEN: anyone who can "
-             "reach the port can run jobs.")] = False,
+    insecure_allow_remote: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-allow-remote",
+            help="Serve on a non-loopback address without AUTOTUNE_API_TOKEN: anyone who can "
+            "reach the port can run jobs.",
+        ),
+    ] = False,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Serve the REST API (and one embedded worker) on HOST:PORT."""
@@ -58,25 +81,37 @@ def serve(
     from autotune_api.settings import load_settings
 
     settings = load_settings(
-        host=host, port=port, db=db, workloads_dir=workloads_dir, embedded_worker=worker,
-        device=device, heartbeat_timeout_s=heartbeat_timeout,
+        host=host,
+        port=port,
+        db=db,
+        workloads_dir=workloads_dir,
+        embedded_worker=worker,
+        device=device,
+        heartbeat_timeout_s=heartbeat_timeout,
         heartbeat_interval_s=min(5.0, heartbeat_timeout / 3),
         insecure_allow_remote=insecure_allow_remote,
     )
     _logging(log_level)
     open_database(settings.db).dispose()  # an old schema: one sentence here, not a traceback
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                log_level=log_level.lower(), timeout_graceful_shutdown=30)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level.lower(),
+        timeout_graceful_shutdown=30,
+    )
 
 
 def worker(
     db: DbOption = None,
     device: DeviceOption = "auto",
     heartbeat_timeout: HeartbeatTimeout = 30.0,
-    max_attempts: Annotated[int, typer.Option(
-        min=1, help="Takeovers after which an abandoned job is failed.")] = 3,
-    poll_interval: Annotated[float, typer.Option(
-        min=0.05, help="Seconds between looks at an empty queue.")] = 1.0,
+    max_attempts: Annotated[
+        int, typer.Option(min=1, help="Takeovers after which an abandoned job is failed.")
+    ] = 3,
+    poll_interval: Annotated[
+        float, typer.Option(min=0.05, help="Seconds between looks at an empty queue.")
+    ] = 1.0,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Claim and run queued jobs from the database, one trial at a time, until stopped.
@@ -100,60 +135,92 @@ def submit(
     workload: Annotated[str, typer.Argument(help="A name from `GET /v1/workloads`.")],
     trials: Annotated[int | None, typer.Option(help="Configurations to measure.")] = None,
     fix: Annotated[list[str] | None, typer.Option(help="Fix a knob: --fix amp=bf16.")] = None,
-    range_: Annotated[list[str] | None, typer.Option(
-        "--range", help="Narrow a knob: --range batch_size=16..256.")] = None,
-    baseline: Annotated[list[str] | None, typer.Option(
-        help="Your current setting of a knob: --baseline num_workers=4.")] = None,
-    effective_batch: Annotated[int | None, typer.Option(
-        help="Hold batch_size x accumulation steps at this value.")] = None,
-    max_memory: Annotated[str | None, typer.Option(
-        help="Memory budget: bytes, 8GB, 512MiB or 80% of the device.")] = None,
+    range_: Annotated[
+        list[str] | None, typer.Option("--range", help="Narrow a knob: --range batch_size=16..256.")
+    ] = None,
+    baseline: Annotated[
+        list[str] | None,
+        typer.Option(help="Your current setting of a knob: --baseline num_workers=4."),
+    ] = None,
+    effective_batch: Annotated[
+        int | None, typer.Option(help="Hold batch_size x accumulation steps at this value.")
+    ] = None,
+    max_memory: Annotated[
+        str | None, typer.Option(help="Memory budget: bytes, 8GB, 512MiB or 80% of the device.")
+    ] = None,
     timeout: Annotated[float | None, typer.Option(help="Seconds one trial may take.")] = None,
-    time_budget: Annotated[float | None, typer.Option(
-        help="Seconds the whole job may take, profile and confirmation included: the search "
-             "stops in time to confirm its best beside the baseline.")] = None,
+    time_budget: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds the whole job may take, profile and confirmation included: the search "
+            "stops in time to confirm its best beside the baseline."
+        ),
+    ] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu or cuda[:N].")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the sampler and trials.")] = None,
-    epochs: Annotated[int | None, typer.Option(
-        help="Your run's length in epochs (default 1), for torch.compile's time.")] = None,
-    steps: Annotated[int | None, typer.Option(
-        help="Your run's length in optimizer steps, instead of --epochs.")] = None,
-    device_class: Annotated[str | None, typer.Option(
-        help="Run only on this device class, as `autotune devices` lists them "
-             "('cuda: NVIDIA H100 80GB HBM3').")] = None,
-    on_new_hardware: Annotated[str | None, typer.Option(
-        help="If the job resumes on other hardware or software: fresh (measure anew, keep the "
-             "old trials apart; the default) or refuse (fail).")] = None,
+    epochs: Annotated[
+        int | None,
+        typer.Option(help="Your run's length in epochs (default 1), for torch.compile's time."),
+    ] = None,
+    steps: Annotated[
+        int | None, typer.Option(help="Your run's length in optimizer steps, instead of --epochs.")
+    ] = None,
+    device_class: Annotated[
+        str | None,
+        typer.Option(
+            help="Run only on this device class, as `autotune devices` lists them "
+            "('cuda: NVIDIA H100 80GB HBM3')."
+        ),
+    ] = None,
+    on_new_hardware: Annotated[
+        str | None,
+        typer.Option(
+            help="If the job resumes on other hardware or software: fresh (measure anew, keep the "
+            "old trials apart; the default) or refuse (fail)."
+        ),
+    ] = None,
     server: ServerOption = DEFAULT_SERVER,
     token: TokenOption = None,
 ) -> None:
     """Queue a tuning job on an autotune server; the options are those of `autotune run`."""
     body: dict[str, Any] = {
-        "workload": workload, "n_trials": trials, "effective_batch": effective_batch,
-        "max_memory": max_memory, "trial_timeout_s": timeout, "time_budget_s": time_budget,
-        "device": device, "seed": seed, "epochs": epochs, "steps": steps,
-        "device_class": device_class, "on_new_hardware": on_new_hardware,
+        "workload": workload,
+        "n_trials": trials,
+        "effective_batch": effective_batch,
+        "max_memory": max_memory,
+        "trial_timeout_s": timeout,
+        "time_budget_s": time_budget,
+        "device": device,
+        "seed": seed,
+        "epochs": epochs,
+        "steps": steps,
+        "device_class": device_class,
+        "on_new_hardware": on_new_hardware,
         "fixed": parse_assignments(fix or [], "--fix") or None,
         "ranges": parse_assignments(range_ or [], "--range") or None,
         "baseline": parse_assignments(baseline or [], "--baseline") or None,
     }
     job = ServiceClient(server, token).submit({k: v for k, v in body.items() if v is not None})
-    console.print(f"job {job['id']} {job['status']}: follow it with `autotune jobs show "
-                  f"{job['id']}`")
+    console.print(
+        f"job {job['id']} {job['status']}: follow it with `autotune jobs show {job['id']}`"
+    )
 
 
 def devices(server: ServerOption = DEFAULT_SERVER, token: TokenOption = None) -> None:
     """The device classes of the live workers: what `autotune submit --device-class` takes."""
     page = ServiceClient(server, token).devices()
     for entry in page["data"]:
-        typer.echo(f"{entry['device_class']}  ({entry['workers']} worker"
-                   f"{'' if entry['workers'] == 1 else 's'})")
+        typer.echo(
+            f"{entry['device_class']}  ({entry['workers']} worker"
+            f"{'' if entry['workers'] == 1 else 's'})"
+        )
     if not page["data"]:
         typer.echo("no live workers; start `autotune worker` on a device")
 
 
-jobs_app = typer.Typer(help="List, inspect and cancel jobs on an autotune server.",
-                       no_args_is_help=True)
+jobs_app = typer.Typer(
+    help="List, inspect and cancel jobs on an autotune server.", no_args_is_help=True
+)
 
 
 def _print_json(document: dict[str, Any]) -> None:
@@ -170,15 +237,19 @@ def list_jobs(
     """The newest jobs: status, progress and best speed so far."""
     page = ServiceClient(server, token).jobs(status=status, limit=limit)
     row = "{:>6}  {:<10} {:>7} {:>15}  {:<20} {}"
-    typer.echo(row.format("id", "status", "trials", "best samples/s", "created (UTC)",
-                          "workload"))
+    typer.echo(row.format("id", "status", "trials", "best samples/s", "created (UTC)", "workload"))
     for job in page["data"]:
         progress, best = job["progress"], job["progress"]["best"]
-        typer.echo(row.format(
-            job["id"], job["status"], f"{progress['trials_done']}/{progress['trials_budget']}",
-            f"{best['samples_per_s']:,.1f}" if best else "-",
-            job["created_at"][:19].replace("T", " "), job["workload"],
-        ))
+        typer.echo(
+            row.format(
+                job["id"],
+                job["status"],
+                f"{progress['trials_done']}/{progress['trials_budget']}",
+                f"{best['samples_per_s']:,.1f}" if best else "-",
+                job["created_at"][:19].replace("T", " "),
+                job["workload"],
+            )
+        )
     typer.echo(f"{len(page['data'])} of {page['count']} jobs")
 
 
@@ -220,8 +291,9 @@ def show_recommendation(
         console.print(f"wrote {out}")
 
 
-db_app = typer.Typer(help="The database's schema: upgrade it after installing a new autotune.",
-                     no_args_is_help=True)
+db_app = typer.Typer(
+    help="The database's schema: upgrade it after installing a new autotune.", no_args_is_help=True
+)
 
 
 @db_app.command("upgrade")
@@ -239,9 +311,11 @@ def upgrade_db(db: DbOption = None) -> None:
     if before == after:
         console.print(f"{database.shown_url} is up to date (revision {after})")
     else:
-        console.print(f"upgraded {database.shown_url} from "
-                      f"{'before migrations' if before is None else f'revision {before}'} "
-                      f"to revision {after}")
+        console.print(
+            f"upgraded {database.shown_url} from "
+            f"{'before migrations' if before is None else f'revision {before}'} "
+            f"to revision {after}"
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -19,16 +19,26 @@ def map_tensors(data: Any, fn: Any) -> Any:
         return {key: map_tensors(value, fn) for key, value in data.items()}
     if isinstance(data, (list, tuple)):
         mapped = [map_tensors(value, fn) for value in data]
-        return type(data)(mapped) if isinstance(data, tuple) and not hasattr(data, "_fields") \
-            else mapped if isinstance(data, list) else type(data)(*mapped)
+        return (
+            type(data)(mapped)
+            if isinstance(data, tuple) and not hasattr(data, "_fields")
+            else mapped
+            if isinstance(data, list)
+            else type(data)(*mapped)
+        )
     return data
 
 
 def first_tensor(data: Any) -> torch.Tensor | None:
     if isinstance(data, torch.Tensor):
         return data
-    values = data.values() if isinstance(data, Mapping) else data if isinstance(
-        data, (list, tuple)) else ()
+    values = (
+        data.values()
+        if isinstance(data, Mapping)
+        else data
+        if isinstance(data, (list, tuple))
+        else ()
+    )
     for value in values:
         found = first_tensor(value)
         if found is not None:

@@ -50,8 +50,10 @@ def compile_unavailable(device_type: str) -> str | None:
         return f"cannot run: torch refuses this Python ({exc})"
     cxx = inductor_cxx()
     if shutil.which(cxx) is None:
-        return (f"needs a C++ compiler for inductor's generated code, and {cxx!r} is not on "
-                "PATH; install g++ (or set CXX to a compiler)")
+        return (
+            f"needs a C++ compiler for inductor's generated code, and {cxx!r} is not on "
+            "PATH; install g++ (or set CXX to a compiler)"
+        )
     if device_type == "cuda":
         from torch.utils._triton import has_triton
 

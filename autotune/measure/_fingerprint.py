@@ -54,16 +54,20 @@ def resolve_device(requested: str) -> torch.device:
     try:
         device = torch.device(requested)
     except RuntimeError:
-        raise ConfigError(f"--device {requested!r} is not a device; use auto, cpu or cuda:N") \
-            from None
+        raise ConfigError(
+            f"--device {requested!r} is not a device; use auto, cpu or cuda:N"
+        ) from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise ConfigError(f"--device {requested}: no CUDA device is available here; "
-                              "use --device cpu")
+            raise ConfigError(
+                f"--device {requested}: no CUDA device is available here; use --device cpu"
+            )
         index = device.index or 0
         if index >= torch.cuda.device_count():
-            raise ConfigError(f"--device {requested}: only {torch.cuda.device_count()} CUDA "
-                              "device(s) exist; pick an index below that")
+            raise ConfigError(
+                f"--device {requested}: only {torch.cuda.device_count()} CUDA "
+                "device(s) exist; pick an index below that"
+            )
         return torch.device("cuda", index)
     if device.type != "cpu":
         raise ConfigError(f"--device {requested}: only cpu and cuda devices are supported")
@@ -158,8 +162,9 @@ def device_identity(requested: str) -> DeviceIdentity:
     physical = visible[index] if index < len(visible) else str(index)
     # CUDA_VISIBLE_DEVICES may name a GPU by ordinal or by UUID: the key is the UUID where NVML
     # knows the GPU, so processes that name one GPU either way share its lock.
-    known = next((gpu for gpu in nvml_devices() if physical in (str(gpu["index"]), gpu["uuid"])),
-                 None)
+    known = next(
+        (gpu for gpu in nvml_devices() if physical in (str(gpu["index"]), gpu["uuid"])), None
+    )
     if known is not None:
         return DeviceIdentity(f"cuda:{known['uuid']}", f"cuda: {known['name']}")
     return DeviceIdentity(f"cuda:{physical}", f"cuda: {torch.cuda.get_device_name(index)}")
@@ -171,8 +176,16 @@ def device_identity(requested: str) -> DeviceIdentity:
 #: ``platform`` (the kernel's patch level) and, on a CPU, ``device_memory_bytes`` (the host's
 #: memory again).
 _COMPARABLE_FIELDS = (
-    "device_type", "device_name", "device_memory_bytes", "compute_capability", "cpu_model",
-    "cpu_count", "torch", "cuda", "cudnn", "python",
+    "device_type",
+    "device_name",
+    "device_memory_bytes",
+    "compute_capability",
+    "cpu_model",
+    "cpu_count",
+    "torch",
+    "cuda",
+    "cudnn",
+    "python",
 )
 
 
@@ -204,5 +217,8 @@ def fingerprint_differences(before: dict[str, Any], after: dict[str, Any]) -> li
     """What changed between two fingerprints that makes their measurements incomparable, e.g.
     ``["torch 2.12.0 -> 2.13.0", "cpu_count 16 -> 8"]``; empty when they are comparable."""
     old, new = comparable_identity(before), comparable_identity(after)
-    return [f"{name} {old[name]} -> {new[name]}" for name in _COMPARABLE_FIELDS
-            if old[name] != new[name]]
+    return [
+        f"{name} {old[name]} -> {new[name]}"
+        for name in _COMPARABLE_FIELDS
+        if old[name] != new[name]
+    ]

@@ -63,11 +63,16 @@ def retain_freed_memory() -> None:
     with it must not run silently without it.
     """
     if not glibc_malloc():
-        raise OSError("retain_freed_memory needs glibc's malloc (Linux), which this process "
-                      "does not use; set retain_freed_memory to false")
+        raise OSError(
+            "retain_freed_memory needs glibc's malloc (Linux), which this process "
+            "does not use; set retain_freed_memory to false"
+        )
     libc = ctypes.CDLL(None)
-    mmap_set = any(libc.mallopt(_M_MMAP_THRESHOLD, value) == 1
-                   for value in (MMAP_THRESHOLD_BYTES, OLD_GLIBC_MMAP_THRESHOLD_BYTES))
+    mmap_set = any(
+        libc.mallopt(_M_MMAP_THRESHOLD, value) == 1
+        for value in (MMAP_THRESHOLD_BYTES, OLD_GLIBC_MMAP_THRESHOLD_BYTES)
+    )
     if not mmap_set or libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) != 1:
-        raise OSError("glibc's mallopt refused the thresholds of retain_freed_memory; set it "
-                      "to false")
+        raise OSError(
+            "glibc's mallopt refused the thresholds of retain_freed_memory; set it to false"
+        )

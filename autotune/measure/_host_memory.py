@@ -31,9 +31,10 @@ PROCESS_LIST_TTL_S = 2.0
 
 def _rollup_kib(pid: int | str, names: tuple[str, ...]) -> dict[str, int]:
     values: dict[str, int] = {}
-    with contextlib.suppress(OSError, ValueError, IndexError), open(
-        f"/proc/{pid}/smaps_rollup"
-    ) as rollup:
+    with (
+        contextlib.suppress(OSError, ValueError, IndexError),
+        open(f"/proc/{pid}/smaps_rollup") as rollup,
+    ):
         for line in rollup:
             name, _, rest = line.partition(":")
             if name in names:
@@ -138,8 +139,9 @@ def tree_memory_bytes(root_pid: int, pids: list[int] | None = None) -> int:
     PSS splits each shared page between the processes mapping it, so DataLoader workers that
     share the parent's pages after ``fork`` are not counted twice.
     """
-    return sum(process_pss_bytes(pid) for pid in (pids if pids is not None
-                                                    else tree_pids(root_pid)))
+    return sum(
+        process_pss_bytes(pid) for pid in (pids if pids is not None else tree_pids(root_pid))
+    )
 
 
 class TreeMemorySampler:
@@ -192,8 +194,12 @@ class TreeMemorySampler:
             used = self._read_pss(pids)
             if self.extra_sample is not None:
                 self.extra_sample()
-            if used is not None and self.budget_bytes is not None \
-                    and used > self.budget_bytes and self.on_over_budget is not None:
+            if (
+                used is not None
+                and self.budget_bytes is not None
+                and used > self.budget_bytes
+                and self.on_over_budget is not None
+            ):
                 self.on_over_budget(used)
                 return
             cost = time.perf_counter() - started
@@ -203,11 +209,13 @@ class TreeMemorySampler:
     def _read_pss(self, pids: list[int]) -> int | None:
         """The tree's PSS when its RSS calls for a reading (see the class), else None."""
         # The sharing processes' RSS holds every page their shared PSS counts a share of.
-        rss = sum(process_rss_bytes(pid) for pid in
-                  (*pids, *(self.sharing_pids if pids else ())))
+        rss = sum(process_rss_bytes(pid) for pid in (*pids, *(self.sharing_pids if pids else ())))
         over_budget = self.budget_bytes is not None and rss > self.budget_bytes
-        if self.pss_reads and not over_budget \
-                and rss <= self._rss_at_last_pss * (1 + PSS_REREAD_GROWTH):
+        if (
+            self.pss_reads
+            and not over_budget
+            and rss <= self._rss_at_last_pss * (1 + PSS_REREAD_GROWTH)
+        ):
             return None
         used = tree_memory_bytes(self.root_pid, pids)
         if pids:

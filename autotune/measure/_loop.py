@@ -200,8 +200,12 @@ class TrainingLoop:
         self._epoch_step = 0
         self.epoch_start_waits.append([])
         self.epoch_start_steps.append([])
-        return batch, (time.perf_counter() - started - (self.clock.copy_s - copied)
-                       - (self.clock.overlapped_s - overlapped))
+        return batch, (
+            time.perf_counter()
+            - started
+            - (self.clock.copy_s - copied)
+            - (self.clock.overlapped_s - overlapped)
+        )
 
     def start_new_epoch(self) -> None:
         """End the current epoch early: the next batch starts a new one."""
@@ -314,8 +318,8 @@ def _settled(waits: list[float], steps: list[float], span: int) -> bool:
     if len(waits) < 2 * span:
         return False
     recent = statistics.fmean(waits[-span:])
-    before = statistics.fmean(waits[-2 * span:-span])
-    tolerance = max(1e-3, 0.1 * statistics.fmean(steps[-2 * span:]))
+    before = statistics.fmean(waits[-2 * span : -span])
+    tolerance = max(1e-3, 0.1 * statistics.fmean(steps[-2 * span :]))
     return abs(recent - before) <= tolerance
 
 
@@ -354,22 +358,31 @@ def warm_up(loop: TrainingLoop, plan: MeasurePlan, progress: ProgressSink | None
         rates.append(samples / max(steps[-1], 1e-9))
         if progress is not None and now - last_report >= plan.progress_interval_s:
             last_report = now
-            progress({"event": "progress", "warmup": True, "steps": len(steps),
-                      "seconds": sum(steps), "samples_per_s": statistics.median(rates)})
+            progress(
+                {
+                    "event": "progress",
+                    "warmup": True,
+                    "steps": len(steps),
+                    "seconds": sum(steps),
+                    "samples_per_s": statistics.median(rates),
+                }
+            )
         if now - started > plan.max_warmup_s:
             return total
         if len(steps) >= minimum and _settled(waits, steps, span):
             return total
 
 
-def _epoch_start_excess(loop: TrainingLoop, ordinary_wait_s: float,
-                        ordinary_work_s: float) -> tuple[float, float]:
+def _epoch_start_excess(
+    loop: TrainingLoop, ordinary_wait_s: float, ordinary_work_s: float
+) -> tuple[float, float]:
     """What starting an epoch costs beyond its batches' ordinary waits and steps: the excess
     wait over an epoch's first steps and, on a CPU, the excess of those steps' own work (see
     :attr:`TrainingLoop.epoch_start_steps`), each the median over the epochs started after the
     very first (which is cold: imports, first touch of the data). When no later epoch has
     started completely, one is started on purpose once the window is over.
     """
+
     def complete() -> list[tuple[list[float], list[float]]]:
         groups = zip(loop.epoch_start_waits[1:], loop.epoch_start_steps[1:], strict=True)
         return [(waits, works) for waits, works in groups if len(waits) == loop.start_steps]
@@ -484,8 +497,11 @@ def _measure(
     # A whole epoch is a whole cycle of what a run sees: one that outlasts ``min_seconds``
     # needs no second to reach ``min_steps`` (text-transformer at batch 512 on a 2-core CPU:
     # 8 steps an epoch of 1.7 s each, and a second epoch added 14 s to every such window).
-    min_steps = min(plan.min_steps, loop.steps_per_epoch or plan.min_steps) if whole_epochs \
+    min_steps = (
+        min(plan.min_steps, loop.steps_per_epoch or plan.min_steps)
+        if whole_epochs
         else plan.min_steps
+    )
     # Whole epochs are timed from wherever the warm-up left off: any run of an epoch's count of
     # steps holds one epoch's start and one of each of its other steps, as a run from an
     # epoch's start to its end does. Waiting for the next epoch to begin cost up to an epoch
@@ -512,18 +528,24 @@ def _measure(
         elapsed = now - start
         long_enough = len(host_steps) >= min_steps and elapsed >= plan.min_seconds
         whole_so_far = len(host_steps) % epoch_steps == 0
-        if long_enough and (whole_so_far if whole_epochs else
-                            ordinary_steps >= 2 * round_steps
-                            and ordinary_steps % round_steps == 0):
+        if long_enough and (
+            whole_so_far
+            if whole_epochs
+            else ordinary_steps >= 2 * round_steps and ordinary_steps % round_steps == 0
+        ):
             break
         # A window of whole epochs reports after whole epochs' worth of steps: within one, the
         # rate so far may hold the epoch's start (its first round of workers) without the
         # rounds that repay it.
-        if (progress is not None and now - last_report >= plan.progress_interval_s
-                and (whole_so_far or not whole_epochs)):
+        if (
+            progress is not None
+            and now - last_report >= plan.progress_interval_s
+            and (whole_so_far or not whole_epochs)
+        ):
             last_report = now
-            progress({"event": "progress", "steps": len(host_steps),
-                      "samples_per_s": samples / elapsed})
+            progress(
+                {"event": "progress", "steps": len(host_steps), "samples_per_s": samples / elapsed}
+            )
     loop.synchronize()
     window = time.perf_counter() - start
     loop.clock.device_busy = None
@@ -539,8 +561,9 @@ def _measure(
     # ``TrainingLoop.epoch_start_steps``): that excess is the epoch start's too. On CUDA a
     # step's host time is its launches, and the wait already holds what the device did not hide.
     ordinary_wait, start_wait_excess = _beyond_ordinary(waits, in_epoch_start)
-    ordinary_work, start_work_excess = (_beyond_ordinary(works, in_epoch_start)
-                                        if device.type == "cpu" else (0.0, 0.0))
+    ordinary_work, start_work_excess = (
+        _beyond_ordinary(works, in_epoch_start) if device.type == "cpu" else (0.0, 0.0)
+    )
     restart_s: float | None = None
     effective, waited = window, sum(waits)
     if loop.steps_per_epoch is not None:
@@ -557,7 +580,8 @@ def _measure(
     if compiling is not None:
         # An ordinary step's work: the device's time on CUDA, else the host's less the wait.
         ordinary = device_timer.step_times_s() or [
-            h - w for h, w in zip(host_steps, waits, strict=True)]
+            h - w for h, w in zip(host_steps, waits, strict=True)
+        ]
         compile_steps, compile_wall = compiling
         compile_s = max(0.0, compile_wall - compile_steps * statistics.median(ordinary))
     cuda = device.type == "cuda"

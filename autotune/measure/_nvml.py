@@ -74,15 +74,17 @@ def nvml_devices() -> list[dict[str, Any]]:
             rates = nvml.nvmlDeviceGetUtilizationRates(handle)
             name = nvml.nvmlDeviceGetName(handle)
             uuid = nvml.nvmlDeviceGetUUID(handle)
-            devices.append({
-                "index": index,
-                "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
-                "name": name.decode() if isinstance(name, bytes) else name,
-                "memory_total_bytes": int(memory.total),
-                "memory_used_bytes": int(memory.used),
-                "utilization_percent": float(rates.gpu),
-                "driver": driver.decode() if isinstance(driver, bytes) else driver,
-            })
+            devices.append(
+                {
+                    "index": index,
+                    "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
+                    "name": name.decode() if isinstance(name, bytes) else name,
+                    "memory_total_bytes": int(memory.total),
+                    "memory_used_bytes": int(memory.used),
+                    "utilization_percent": float(rates.gpu),
+                    "driver": driver.decode() if isinstance(driver, bytes) else driver,
+                }
+            )
     except Exception:
         return devices
     return devices

@@ -236,8 +236,10 @@ def _child_cpu_seconds(child: psutil.Process) -> float:
     except OSError:
         return 0.0
     for thread in threads:
-        with (contextlib.suppress(OSError, ValueError, IndexError),
-              open(f"/proc/{child.pid}/task/{thread}/schedstat") as stat):
+        with (
+            contextlib.suppress(OSError, ValueError, IndexError),
+            open(f"/proc/{child.pid}/task/{thread}/schedstat") as stat,
+        ):
             nanoseconds += int(stat.read().split()[0])
     return nanoseconds / 1e9
 
@@ -256,8 +258,11 @@ def _tensor_bytes(data: Any) -> int:
 
 def _sample_pool(dataset: Any, size: int) -> list[Any]:
     """Up to ``size`` samples, stopping once they hold :data:`SAMPLE_POOL_BYTES`."""
-    source = iter(dataset) if isinstance(dataset, IterableDataset) else (
-        dataset[i] for i in range(min(size, len(dataset))))
+    source = (
+        iter(dataset)
+        if isinstance(dataset, IterableDataset)
+        else (dataset[i] for i in range(min(size, len(dataset))))
+    )
     pool: list[Any] = []
     held = 0
     for sample in islice(source, size):
@@ -299,8 +304,9 @@ def _is_oom(exc: BaseException) -> bool:
 class _StepBench:
     """One precision and layout: the model, its optimizer and the step, built once."""
 
-    def __init__(self, workload: Workload, device: torch.device, amp: AmpMode,
-                 channels_last: bool) -> None:
+    def __init__(
+        self, workload: Workload, device: torch.device, amp: AmpMode, channels_last: bool
+    ) -> None:
         self.workload = workload
         self.device = device
         self.training = TrainingStep(Config(amp=amp, channels_last=channels_last), device)
@@ -340,8 +346,9 @@ def _copied(bench: _StepBench, host_batch: Any) -> tuple[Any, float]:
     return on_device, fastest
 
 
-def _timed_steps(bench: _StepBench, batches: list[Any],
-                 window_s: float) -> tuple[list[float], float]:
+def _timed_steps(
+    bench: _StepBench, batches: list[Any], window_s: float
+) -> tuple[list[float], float]:
     """Steps over ``batches`` in turn, each timed (on CUDA synchronised: the step alone, with
     no overlap to hide it), until at least three have run and ``window_s`` seconds have
     passed; their times and the window's seconds."""
@@ -359,8 +366,9 @@ def _timed_steps(bench: _StepBench, batches: list[Any],
             return times, now - started
 
 
-def _time_step(bench: _StepBench, batches: list[Any], batch_size: int,
-               deadline: float) -> StepPoint:
+def _time_step(
+    bench: _StepBench, batches: list[Any], batch_size: int, deadline: float
+) -> StepPoint:
     """One warm-up step, then steps for :data:`STEP_WINDOW_S` (at least three), each timed
     (on CUDA synchronised: the step alone, with no overlap to hide it). Raises on OOM."""
     cuda = bench.device.type == "cuda"
@@ -378,11 +386,13 @@ def _time_step(bench: _StepBench, batches: list[Any], batch_size: int,
     cpu = _cpu_seconds(process) - cpu_before
     memory = int(torch.cuda.max_memory_allocated(bench.device)) if cuda else peak_rss_bytes()
     return StepPoint(
-        batch_size=batch_size, amp=bench.training.config.amp,
+        batch_size=batch_size,
+        amp=bench.training.config.amp,
         # The median step: a step the machine's other work preempted says nothing of this one.
         channels_last=bench.channels_last,
         samples_per_s=batch_size / statistics.median(times),
-        cpu_cores=None if cuda else cpu / wall, peak_memory_bytes=memory,
+        cpu_cores=None if cuda else cpu / wall,
+        peak_memory_bytes=memory,
     )
 
 
@@ -393,8 +403,9 @@ def _over_budget(points: list[StepPoint], batch_size: int, budget: int | None) -
     if (points[-1].peak_memory_bytes or 0) > budget:
         return True
     first = points[0]
-    model = MemoryModel.fit(first.amp, first.channels_last,
-                            [(p.batch_size, p.peak_memory_bytes or 0) for p in points])
+    model = MemoryModel.fit(
+        first.amp, first.channels_last, [(p.batch_size, p.peak_memory_bytes or 0) for p in points]
+    )
     return model is not None and model.predict(batch_size) > MEMORY_MARGIN * budget
 
 
@@ -405,19 +416,30 @@ def outpaced(points: Sequence[StepPoint]) -> set[tuple[AmpMode, bool]]:
     for point in points:
         if point.samples_per_s:
             by_combo.setdefault((point.amp, point.channels_last), []).append(point)
-    return {combo for combo, ran in by_combo.items()
-            if len(ran) == 1 and _outpaced_by(ran[0], points)}
+    return {
+        combo for combo, ran in by_combo.items() if len(ran) == 1 and _outpaced_by(ran[0], points)
+    }
 
 
 def _outpaced_by(point: StepPoint, others: Sequence[StepPoint]) -> bool:
-    rates = [p.samples_per_s for p in others if p.batch_size == point.batch_size
-             and p.samples_per_s and (p.amp, p.channels_last) != (point.amp, point.channels_last)]
-    return bool(point.samples_per_s and rates
-                and point.samples_per_s < OUTPACED_SHARE * max(rates))
+    rates = [
+        p.samples_per_s
+        for p in others
+        if p.batch_size == point.batch_size
+        and p.samples_per_s
+        and (p.amp, p.channels_last) != (point.amp, point.channels_last)
+    ]
+    return bool(point.samples_per_s and rates and point.samples_per_s < OUTPACED_SHARE * max(rates))
 
 
-def _sweep(bench: _StepBench, source: _Batches, batch_sizes: Sequence[int], deadline: float,
-           memory_budget: int | None, earlier: Sequence[StepPoint] = ()) -> list[StepPoint]:
+def _sweep(
+    bench: _StepBench,
+    source: _Batches,
+    batch_sizes: Sequence[int],
+    deadline: float,
+    memory_budget: int | None,
+    earlier: Sequence[StepPoint] = (),
+) -> list[StepPoint]:
     """One pass over ``batch_sizes`` in ascending order; ends with an out-of-memory point where
     a batch did not fit, early when the deadline passes (after :data:`MIN_STEP_POINTS`), and
     after the first point where that ran under :data:`OUTPACED_SHARE` of a combination timed
@@ -428,8 +450,12 @@ def _sweep(bench: _StepBench, source: _Batches, batch_sizes: Sequence[int], dead
         if time.perf_counter() >= deadline and len(ran) >= MIN_STEP_POINTS:
             break
         if bench.device.type != "cuda" and _over_budget(ran, batch_size, memory_budget):
-            return [*ran, StepPoint(batch_size=batch_size, amp=amp,
-                                    channels_last=channels_last, out_of_memory=True)]
+            return [
+                *ran,
+                StepPoint(
+                    batch_size=batch_size, amp=amp, channels_last=channels_last, out_of_memory=True
+                ),
+            ]
         try:
             on_device, copy_s = _copied(bench, source.make(batch_size))
             batches = [on_device]
@@ -439,8 +465,12 @@ def _sweep(bench: _StepBench, source: _Batches, batch_sizes: Sequence[int], dead
         except Exception as exc:
             if not _is_oom(exc):
                 raise
-            return [*ran, StepPoint(batch_size=batch_size, amp=amp,
-                                    channels_last=channels_last, out_of_memory=True)]
+            return [
+                *ran,
+                StepPoint(
+                    batch_size=batch_size, amp=amp, channels_last=channels_last, out_of_memory=True
+                ),
+            ]
         finally:
             batches = []
             if bench.device.type == "cuda":
@@ -460,8 +490,13 @@ def _faster(first: StepPoint, again: StepPoint | None) -> StepPoint:
     return faster.model_copy(update={"peak_memory_bytes": memory or None})
 
 
-def _started_bench(workload: Workload, device: torch.device, source: _Batches, batch_size: int,
-                   combo: tuple[AmpMode, bool]) -> _StepBench | None:
+def _started_bench(
+    workload: Workload,
+    device: torch.device,
+    source: _Batches,
+    batch_size: int,
+    combo: tuple[AmpMode, bool],
+) -> _StepBench | None:
     """On CUDA, the first precision's bench after one untimed step of the smallest batch,
     before the sweep's clock starts: the context, cuBLAS's and cuDNN's handles and the
     allocator start here, not in the first precision's share of the budget (on an H200 that
@@ -490,7 +525,7 @@ def fault_seconds() -> float | None:
     fastest = math.inf
     for _ in range(FAULT_PROBE_REPEATS):
         mapping = mmap.mmap(-1, FAULT_PROBE_BYTES)
-        pages = np.frombuffer(mapping, dtype=np.uint8)[::mmap.PAGESIZE]
+        pages = np.frombuffer(mapping, dtype=np.uint8)[:: mmap.PAGESIZE]
         faults = _minor_faults()
         started = time.perf_counter()
         pages[:] = 1
@@ -517,8 +552,9 @@ def _fastest_window(bench: _StepBench, batch: Any, batch_size: int) -> tuple[flo
     return max(_heap_window(bench, batch, batch_size) for _ in range(STEP_PASSES))
 
 
-def profile_fresh_heap(workload: Workload, device: torch.device, source: _Batches,
-                       plan: ProfilePlan) -> list[HeapPoint]:
+def profile_fresh_heap(
+    workload: Workload, device: torch.device, source: _Batches, plan: ProfilePlan
+) -> list[HeapPoint]:
     """How fast the step runs with glibc's default handling of freed memory, as a share of its
     speed retaining it (see :class:`HeapPoint`), in the space's first precision and layout (its
     baseline's); this process retains freed memory from its second timing on (the caller sets
@@ -558,9 +594,17 @@ def profile_fresh_heap(workload: Workload, device: torch.device, source: _Batche
     if fault_s is not None:
         faulting_s = max(0.0, fresh_faults - kept_faults) * fault_s
         ratio = 1.0 / (1.0 + faulting_s * kept_rate / batch_size)
-    return [HeapPoint(amp=amp, batch_size=batch_size, ratio=ratio, timed_ratio=timed,
-                      fault_s=fault_s, faults_per_step=fresh_faults,
-                      retained_faults_per_step=kept_faults)]
+    return [
+        HeapPoint(
+            amp=amp,
+            batch_size=batch_size,
+            ratio=ratio,
+            timed_ratio=timed,
+            fault_s=fault_s,
+            faults_per_step=fresh_faults,
+            retained_faults_per_step=kept_faults,
+        )
+    ]
 
 
 @contextlib.contextmanager
@@ -581,8 +625,9 @@ def _forked_child() -> Iterator[None]:
         os.waitpid(pid, 0)
 
 
-def profile_fork_copy(workload: Workload, device: torch.device, source: _Batches,
-                      plan: ProfilePlan) -> ForkCopyPoint | None:
+def profile_fork_copy(
+    workload: Workload, device: torch.device, source: _Batches, plan: ProfilePlan
+) -> ForkCopyPoint | None:
     """What a fork costs the next step (see :class:`ForkCopyPoint`): at the plan's smallest
     batch in its first precision and layout, an ordinary step (the median of a window) against
     the step right after a fork, the smaller excess of :data:`FORK_COPY_REPEATS` forks (the
@@ -610,12 +655,18 @@ def profile_fork_copy(workload: Workload, device: torch.device, source: _Batches
         if not _is_oom(exc):
             raise
         return None
-    return ForkCopyPoint(amp=amp, channels_last=channels_last, batch_size=batch_size,
-                         faults=faults, seconds=max(0.0, excess))
+    return ForkCopyPoint(
+        amp=amp,
+        channels_last=channels_last,
+        batch_size=batch_size,
+        faults=faults,
+        seconds=max(0.0, excess),
+    )
 
 
-def profile_accumulation(workload: Workload, device: torch.device, source: _Batches,
-                         plan: ProfilePlan) -> AccumulationPoint | None:
+def profile_accumulation(
+    workload: Workload, device: torch.device, source: _Batches, plan: ProfilePlan
+) -> AccumulationPoint | None:
     """What accumulating gradients saves and costs a step (see :class:`AccumulationPoint`),
     at the plan's smallest batch in its first precision and layout (the optimizer's work and
     the gradients' size depend on the parameters, not the batch). Each of
@@ -656,9 +707,12 @@ def profile_accumulation(workload: Workload, device: torch.device, source: _Batc
         if not _is_oom(exc):
             raise
         return None
-    return AccumulationPoint(amp=amp, batch_size=batch_size,
-                             optimizer_s=statistics.median(optimizer_s),
-                             accumulate_s=max(0.0, statistics.median(accumulate_s)))
+    return AccumulationPoint(
+        amp=amp,
+        batch_size=batch_size,
+        optimizer_s=statistics.median(optimizer_s),
+        accumulate_s=max(0.0, statistics.median(accumulate_s)),
+    )
 
 
 def step_batches(workload: Workload, dataset: Any, plan: ProfilePlan) -> _Batches:
@@ -666,9 +720,13 @@ def step_batches(workload: Workload, dataset: Any, plan: ProfilePlan) -> _Batche
     return _Batches(workload, dataset, max(plan.batch_sizes))
 
 
-def profile_step(workload: Workload, dataset: Any, device: torch.device,
-                 plan: ProfilePlan, source: _Batches | None = None,
-                 ) -> tuple[list[StepPoint], _Batches]:
+def profile_step(
+    workload: Workload,
+    dataset: Any,
+    device: torch.device,
+    plan: ProfilePlan,
+    source: _Batches | None = None,
+) -> tuple[list[StepPoint], _Batches]:
     """Step points per precision/layout by ascending batch, within the step budget.
 
     The first sweep finds the batches that fit; the later sweeps time those again (on a CPU,
@@ -693,8 +751,14 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
         share = (budget_s - (now - started)) / (len(combos) - index)
         if bench is None:
             bench = _StepBench(workload, device, amp, channels_last)
-        swept = _sweep(bench, source, batch_sizes, now + share / STEP_PASSES,
-                       plan.memory_budget_bytes, earlier=points)
+        swept = _sweep(
+            bench,
+            source,
+            batch_sizes,
+            now + share / STEP_PASSES,
+            plan.memory_budget_bytes,
+            earlier=points,
+        )
         passes = 1 if (amp, channels_last) in outpaced([*points, *swept]) else STEP_PASSES
         for sweep in range(1, passes):
             deadline = now + share * (sweep + 1) / STEP_PASSES
@@ -709,14 +773,21 @@ def profile_step(workload: Workload, dataset: Any, device: torch.device,
         # place among the combinations; one still outpaced at its first batch stops there.
         bench = _StepBench(workload, device, *combo)
         others = [p for p in points if (p.amp, p.channels_last) != combo]
-        retimed = _sweep(bench, source, batch_sizes,
-                         time.perf_counter() + budget_s / len(combos), plan.memory_budget_bytes,
-                         earlier=others)
+        retimed = _sweep(
+            bench,
+            source,
+            batch_sizes,
+            time.perf_counter() + budget_s / len(combos),
+            plan.memory_budget_bytes,
+            earlier=others,
+        )
         bench = None
         first = next(i for i, p in enumerate(points) if (p.amp, p.channels_last) == combo)
-        points = [*others[:first],
-                  *_merged([p for p in points if (p.amp, p.channels_last) == combo], retimed),
-                  *others[first:]]
+        points = [
+            *others[:first],
+            *_merged([p for p in points if (p.amp, p.channels_last) == combo], retimed),
+            *others[first:],
+        ]
     return points, source
 
 
@@ -743,13 +814,16 @@ def doubtful(sweep: Sequence[StepPoint]) -> list[StepPoint]:
     busiest = max((p.cpu_cores or 0.0 for p in timed), default=0.0)
     picked = []
     for index, point in enumerate(timed):
-        neighbours = [p.samples_per_s or 0.0 for p in timed[max(0, index - 1):index + 2]
-                      if p is not point]
+        neighbours = [
+            p.samples_per_s or 0.0 for p in timed[max(0, index - 1) : index + 2] if p is not point
+        ]
         held_back = (point.cpu_cores or 0.0) < DOUBT_CORES_SHARE * busiest
         dipped = bool(neighbours) and (point.samples_per_s or 0.0) < (1 - DOUBT_DIP) * min(
-            neighbours)
-        slowed = any((1 - DOUBT_DIP) * _step_s(point) > _step_s(larger)
-                     for larger in timed[index + 1:])
+            neighbours
+        )
+        slowed = any(
+            (1 - DOUBT_DIP) * _step_s(point) > _step_s(larger) for larger in timed[index + 1 :]
+        )
         if held_back or dipped or slowed:
             picked.append(point)
     return picked
@@ -790,8 +864,9 @@ def outpaced_on_every_core(points: Sequence[StepPoint]) -> set[tuple[AmpMode, bo
     for combo in outpaced(points):
         point = next(p for p in points if (p.amp, p.channels_last) == combo and p.samples_per_s)
         if point.cpu_cores and most > point.cpu_cores:
-            point = point.model_copy(update={
-                "samples_per_s": (point.samples_per_s or 0.0) * most / point.cpu_cores})
+            point = point.model_copy(
+                update={"samples_per_s": (point.samples_per_s or 0.0) * most / point.cpu_cores}
+            )
         if _outpaced_by(point, points):
             hopeless.add(combo)
     return hopeless
@@ -830,8 +905,13 @@ def _thread_counts(plan: ProfilePlan, device: torch.device) -> list[int]:
     return sorted({t for t in plan.intra_op_threads if t != default})
 
 
-def profile_step_threads(workload: Workload, device: torch.device, source: _Batches,
-                         points: Sequence[StepPoint], plan: ProfilePlan) -> list[StepPoint]:
+def profile_step_threads(
+    workload: Workload,
+    device: torch.device,
+    source: _Batches,
+    points: Sequence[StepPoint],
+    plan: ProfilePlan,
+) -> list[StepPoint]:
     """The step on each of the space's other intra-op thread counts, per precision and layout
     the sweep ran, at its batches in ascending order until its share of
     :data:`THREADS_SHARE` of the step budget is spent (at least the smallest batch)."""
@@ -850,8 +930,11 @@ def profile_step_threads(workload: Workload, device: torch.device, source: _Batc
             torch.set_num_threads(threads)
             deadline = started + budget_s * (index + 1) / len(todo)
             bench = _StepBench(workload, device, amp, channels_last)
-            ran = sorted(p.batch_size for p in points if p.samples_per_s and p.amp == amp
-                         and p.channels_last == channels_last)
+            ran = sorted(
+                p.batch_size
+                for p in points
+                if p.samples_per_s and p.amp == amp and p.channels_last == channels_last
+            )
             for timed, batch_size in enumerate(ran):
                 if timed and time.perf_counter() >= deadline:
                     break
@@ -872,9 +955,14 @@ def memory_models(points: Sequence[StepPoint]) -> list[MemoryModel]:
     """One linear memory model per precision and layout, from the points that ran."""
     models = []
     for amp, channels_last in dict.fromkeys((p.amp, p.channels_last) for p in points):
-        data = [(p.batch_size, p.peak_memory_bytes) for p in points
-                if p.amp == amp and p.channels_last == channels_last
-                and p.peak_memory_bytes is not None and not p.out_of_memory]
+        data = [
+            (p.batch_size, p.peak_memory_bytes)
+            for p in points
+            if p.amp == amp
+            and p.channels_last == channels_last
+            and p.peak_memory_bytes is not None
+            and not p.out_of_memory
+        ]
         model = MemoryModel.fit(amp, channels_last, [(b, m) for b, m in data if m is not None])
         if model is not None:
             models.append(model)
@@ -884,12 +972,20 @@ def memory_models(points: Sequence[StepPoint]) -> list[MemoryModel]:
 _EPOCH_END = object()
 
 
-def _measure_loader(workload: Workload, dataset: Any, batch_size: int,
-                    workers: int, prefetch_factor: int = SWEEP_PREFETCH) -> LoaderPoint:
+def _measure_loader(
+    workload: Workload,
+    dataset: Any,
+    batch_size: int,
+    workers: int,
+    prefetch_factor: int = SWEEP_PREFETCH,
+) -> LoaderPoint:
     """Pull batches of a fresh loader with ``workers`` workers, each ``prefetch_factor``
     batches ahead; time the steady state."""
-    config = Config(batch_size=batch_size, num_workers=workers,
-                    prefetch_factor=prefetch_factor if workers else None)
+    config = Config(
+        batch_size=batch_size,
+        num_workers=workers,
+        prefetch_factor=prefetch_factor if workers else None,
+    )
     loader: DataLoader[Any] = build_loader(workload, config, dataset)
     process = psutil.Process()
     length = _loader_length(loader)
@@ -924,8 +1020,11 @@ def _measure_loader(workload: Workload, dataset: Any, batch_size: int,
             except StopIteration:
                 break
             pulled += 1
-            if (pulled >= max(2, workers) and pulled % max(1, workers) == 0
-                    and time.perf_counter() - started >= LOADER_WINDOW_S):
+            if (
+                pulled >= max(2, workers)
+                and pulled % max(1, workers) == 0
+                and time.perf_counter() - started >= LOADER_WINDOW_S
+            ):
                 break
         wall = time.perf_counter() - started
         cpu = max(0.0, _cpu_seconds(process, children=True) - cpu_before)
@@ -934,14 +1033,20 @@ def _measure_loader(workload: Workload, dataset: Any, batch_size: int,
     finally:
         del iterator
     if not pulled:
-        raise RuntimeError(f"an epoch holds too few batches of {batch_size} to time "
-                           f"{workers} workers; give the dataset more samples")
+        raise RuntimeError(
+            f"an epoch holds too few batches of {batch_size} to time "
+            f"{workers} workers; give the dataset more samples"
+        )
     samples = pulled * batch_size
-    return LoaderPoint(num_workers=workers, samples_per_s=samples / wall,
-                       prefetch_factor=prefetch_factor if workers else None,
-                       cpu_s_per_sample=cpu / samples,
-                       main_cpu_s_per_batch=main_cpu / pulled if workers else None,
-                       memory_bytes=memory, restart_s=restart if workers else None)
+    return LoaderPoint(
+        num_workers=workers,
+        samples_per_s=samples / wall,
+        prefetch_factor=prefetch_factor if workers else None,
+        cpu_s_per_sample=cpu / samples,
+        main_cpu_s_per_batch=main_cpu / pulled if workers else None,
+        memory_bytes=memory,
+        restart_s=restart if workers else None,
+    )
 
 
 def _whole_rounds(batches: int, workers: int) -> int:
@@ -966,8 +1071,9 @@ def _next_counts(grid: Sequence[int]) -> list[int]:
     return [w for w in EXTENDED_WORKERS if w > top]
 
 
-def profile_loader(workload: Workload, dataset: Any, plan: ProfilePlan,
-                   cpu_count: int) -> list[LoaderPoint]:
+def profile_loader(
+    workload: Workload, dataset: Any, plan: ProfilePlan, cpu_count: int
+) -> list[LoaderPoint]:
     """Loader points for the grid's worker counts, then beyond while it keeps scaling.
 
     The sweep ends once two counts in a row brought no gain of :data:`SCALING_GAIN` (the rest
@@ -1003,10 +1109,14 @@ def profile_loader(workload: Workload, dataset: Any, plan: ProfilePlan,
         point = _measure_loader(workload, dataset, plan.loader_batch_size, workers)
         best = max(points, key=lambda p: p.samples_per_s, default=None)
         gained = best is None or point.samples_per_s > SCALING_GAIN * best.samples_per_s
-        if not gained and workers >= 2 and best is not None and best.num_workers \
-                and not _cores_busy(point, cpu_count):
-            again, point, gained = _retimed(workload, dataset, plan.loader_batch_size, best,
-                                            point)
+        if (
+            not gained
+            and workers >= 2
+            and best is not None
+            and best.num_workers
+            and not _cores_busy(point, cpu_count)
+        ):
+            again, point, gained = _retimed(workload, dataset, plan.loader_batch_size, best, point)
             points[points.index(best)] = again
         flat = 0 if gained or workers < 2 else flat + 1
         points.append(point)
@@ -1019,8 +1129,9 @@ def _cores_busy(point: LoaderPoint, cpu_count: int) -> bool:
     return point.samples_per_s * point.cpu_s_per_sample >= CPU_SATURATION * cpu_count
 
 
-def _retimed(workload: Workload, dataset: Any, batch_size: int, best: LoaderPoint,
-             point: LoaderPoint) -> tuple[LoaderPoint, LoaderPoint, bool]:
+def _retimed(
+    workload: Workload, dataset: Any, batch_size: int, best: LoaderPoint, point: LoaderPoint
+) -> tuple[LoaderPoint, LoaderPoint, bool]:
     """``best`` and ``point`` timed again, back to back (best first): each as the faster of
     its two windows (interference only ever slows a loader down), and whether ``point``
     gains on ``best``, in the new pair (a slow spell falls on both alike) or between the
@@ -1029,14 +1140,21 @@ def _retimed(workload: Workload, dataset: Any, batch_size: int, best: LoaderPoin
     point_again = _measure_loader(workload, dataset, batch_size, point.num_workers)
     faster_best = max(best, best_again, key=lambda p: p.samples_per_s)
     faster_point = max(point, point_again, key=lambda p: p.samples_per_s)
-    gained = (point_again.samples_per_s > SCALING_GAIN * best_again.samples_per_s
-              or faster_point.samples_per_s > SCALING_GAIN * faster_best.samples_per_s)
+    gained = (
+        point_again.samples_per_s > SCALING_GAIN * best_again.samples_per_s
+        or faster_point.samples_per_s > SCALING_GAIN * faster_best.samples_per_s
+    )
     return faster_best, faster_point, gained
 
 
-def profile_large_batch(workload: Workload, dataset: Any, plan: ProfilePlan,
-                        points: Sequence[LoaderPoint], sample_bytes: int, fewest: bool = False
-                        ) -> tuple[int, LoaderPoint] | None:
+def profile_large_batch(
+    workload: Workload,
+    dataset: Any,
+    plan: ProfilePlan,
+    points: Sequence[LoaderPoint],
+    sample_bytes: int,
+    fewest: bool = False,
+) -> tuple[int, LoaderPoint] | None:
     """A worker count of the sweep timed again at a larger batch of the space (see
     :func:`large_batch_size`): with the two, the predictor splits a batch's cost into a part per
     sample and a part per batch. The fastest count whose epoch holds enough larger batches (the
@@ -1057,9 +1175,13 @@ def profile_large_batch(workload: Workload, dataset: Any, plan: ProfilePlan,
     return None
 
 
-def profile_prefetch(workload: Workload, dataset: Any, plan: ProfilePlan,
-                     points: Sequence[LoaderPoint], sample_bytes: int
-                     ) -> tuple[LoaderPoint, LoaderPoint] | None:
+def profile_prefetch(
+    workload: Workload,
+    dataset: Any,
+    plan: ProfilePlan,
+    points: Sequence[LoaderPoint],
+    sample_bytes: int,
+) -> tuple[LoaderPoint, LoaderPoint] | None:
     """The fastest worker count of the sweep whose epoch holds enough batches, timed again
     with the sweep's one batch ahead per worker and then with :data:`AHEAD_PREFETCH`: with
     one ahead a worker that has delivered waits for the main process to take its batch, in
@@ -1070,27 +1192,34 @@ def profile_prefetch(workload: Workload, dataset: Any, plan: ProfilePlan,
     length = _length(dataset)
     batch = plan.loader_batch_size
     budget = plan.memory_budget_bytes
-    for point in sorted((p for p in points if p.num_workers), key=lambda p: p.samples_per_s,
-                        reverse=True):
+    for point in sorted(
+        (p for p in points if p.num_workers), key=lambda p: p.samples_per_s, reverse=True
+    ):
         workers = point.num_workers
         # The warm-up skips the backlog of every worker's batches ahead; as many are in
         # flight while the window runs, which needs a round of workers and two batches more.
         if length is not None and ((2 * AHEAD_PREFETCH + 1) * workers + 3) * batch > length:
             continue
         extra = workers * (AHEAD_PREFETCH - SWEEP_PREFETCH) * batch * sample_bytes
-        if budget is not None and point.memory_bytes is not None \
-                and point.memory_bytes + extra > MEMORY_MARGIN * budget:
+        if (
+            budget is not None
+            and point.memory_bytes is not None
+            and point.memory_bytes + extra > MEMORY_MARGIN * budget
+        ):
             continue
         try:
-            return (_measure_loader(workload, dataset, batch, workers, SWEEP_PREFETCH),
-                    _measure_loader(workload, dataset, batch, workers, AHEAD_PREFETCH))
+            return (
+                _measure_loader(workload, dataset, batch, workers, SWEEP_PREFETCH),
+                _measure_loader(workload, dataset, batch, workers, AHEAD_PREFETCH),
+            )
         except RuntimeError:
             return None
     return None
 
 
-def large_batch_size(plan: ProfilePlan, best: LoaderPoint, length: int | None,
-                     sample_bytes: int) -> int | None:
+def large_batch_size(
+    plan: ProfilePlan, best: LoaderPoint, length: int | None, sample_bytes: int
+) -> int | None:
     """The largest batch of the space at 2 to :data:`LARGE_BATCH_FACTOR` times the sweep's that
     an epoch of ``length`` samples holds enough of for ``best``'s workers, whose batches in
     flight stay within :data:`LARGE_BATCH_BYTES` and the memory budget, and whose timing takes
@@ -1098,17 +1227,23 @@ def large_batch_size(plan: ProfilePlan, best: LoaderPoint, length: int | None,
     workers, small = best.num_workers, plan.loader_batch_size
     # Each worker and the main process hold a batch or two of the larger size.
     in_flight = 2 * (workers + 1) * sample_bytes
-    larger = [b for b in plan.batch_sizes
-              if 2 * small <= b <= LARGE_BATCH_FACTOR * small
-              and (length is None or (2 * workers + 3) * b <= length)
-              and in_flight * b <= LARGE_BATCH_BYTES
-              and _loader_seconds(best, b) <= LARGE_BATCH_S]
+    larger = [
+        b
+        for b in plan.batch_sizes
+        if 2 * small <= b <= LARGE_BATCH_FACTOR * small
+        and (length is None or (2 * workers + 3) * b <= length)
+        and in_flight * b <= LARGE_BATCH_BYTES
+        and _loader_seconds(best, b) <= LARGE_BATCH_S
+    ]
     if not larger:
         return None
     batch = max(larger)
     budget = plan.memory_budget_bytes
-    if budget is not None and best.memory_bytes is not None \
-            and best.memory_bytes + in_flight * (batch - small) > MEMORY_MARGIN * budget:
+    if (
+        budget is not None
+        and best.memory_bytes is not None
+        and best.memory_bytes + in_flight * (batch - small) > MEMORY_MARGIN * budget
+    ):
         return None
     return batch
 
@@ -1133,15 +1268,20 @@ def _scaled_in_proportion(points: Sequence[LoaderPoint]) -> bool:
     return last.samples_per_s >= before.samples_per_s * (1 + PROPORTIONAL_SHARE * (promised - 1))
 
 
-def _loader_saturated(points: Sequence[LoaderPoint], cpu_count: int, next_workers: int,
-                      plan: ProfilePlan) -> bool:
+def _loader_saturated(
+    points: Sequence[LoaderPoint], cpu_count: int, next_workers: int, plan: ProfilePlan
+) -> bool:
     """More workers cannot help: the CPU is busy (and the last count did not scale in
     proportion), or their memory would pass the budget."""
     last = points[-1]
     if last.num_workers == 0:
         return False
-    if next_workers > last.num_workers and _cores_busy(last, cpu_count) \
-            and next_workers > cpu_count and not _scaled_in_proportion(points):
+    if (
+        next_workers > last.num_workers
+        and _cores_busy(last, cpu_count)
+        and next_workers > cpu_count
+        and not _scaled_in_proportion(points)
+    ):
         return True
     budget = plan.memory_budget_bytes
     if budget is None or last.memory_bytes is None:
@@ -1163,7 +1303,8 @@ def _worker_memory(points: Sequence[LoaderPoint]) -> int:
     if high.num_workers == low.num_workers:
         return 0
     slope = ((high.memory_bytes or 0) - (low.memory_bytes or 0)) / (
-        high.num_workers - low.num_workers)
+        high.num_workers - low.num_workers
+    )
     return max(0, int(slope))
 
 
@@ -1203,15 +1344,20 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         heap_started = time.perf_counter()
         heap = profile_fresh_heap(workload, device, source, plan)
         # Its seconds come out of the step's budget: the profile keeps to --profile-seconds.
-        plan = dataclasses.replace(plan, step_budget_s=max(
-            0.0, plan.step_budget_s - (time.perf_counter() - heap_started)))
+        plan = dataclasses.replace(
+            plan, step_budget_s=max(0.0, plan.step_budget_s - (time.perf_counter() - heap_started))
+        )
         retain_freed_memory()  # set already unless the step ran out of memory
     step, source = profile_step(workload, dataset, device, plan, source)
     step_threads = profile_step_threads(workload, device, source, step, plan)
-    fork_copy = (profile_fork_copy(workload, device, source, plan)
-                 if plan.fork_copy and device.type == "cpu" else None)
-    accumulation = (profile_accumulation(workload, device, source, plan)
-                    if plan.accumulation else None)
+    fork_copy = (
+        profile_fork_copy(workload, device, source, plan)
+        if plan.fork_copy and device.type == "cpu"
+        else None
+    )
+    accumulation = (
+        profile_accumulation(workload, device, source, plan) if plan.accumulation else None
+    )
     collate = source.collate_seconds(plan.loader_batch_size)
     sample_bytes = source.sample_bytes()
     del source
@@ -1219,9 +1365,11 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
     loader = profile_loader(workload, dataset, plan, cpu_count)
     large = profile_large_batch(workload, dataset, plan, loader, sample_bytes)
     counts = [p.num_workers for p in loader if p.num_workers]
-    fewest = (large if large and counts and large[1].num_workers == min(counts)
-              else profile_large_batch(workload, dataset, plan, loader, sample_bytes,
-                                       fewest=True))
+    fewest = (
+        large
+        if large and counts and large[1].num_workers == min(counts)
+        else profile_large_batch(workload, dataset, plan, loader, sample_bytes, fewest=True)
+    )
     ahead = profile_prefetch(workload, dataset, plan, loader, sample_bytes)
     grid_max = max(plan.worker_counts)
     return Profile(

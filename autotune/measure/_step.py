@@ -77,9 +77,11 @@ def call_model(model: Any, inputs: Any, style: ModelInputs = "auto") -> Any:
     if isinstance(inputs, Mapping):
         return model(**inputs)
     if style == "kwargs":
-        raise TypeError(f"model_inputs='kwargs' passes a dict as keyword arguments, but this "
-                        f"input batch is a {type(inputs).__name__}; make the dataset (or "
-                        "collate_fn) yield dicts or set model_inputs='auto'")
+        raise TypeError(
+            f"model_inputs='kwargs' passes a dict as keyword arguments, but this "
+            f"input batch is a {type(inputs).__name__}; make the dataset (or "
+            "collate_fn) yield dicts or set model_inputs='auto'"
+        )
     return model(inputs)
 
 
@@ -92,9 +94,11 @@ def returned_loss(output: Any) -> torch.Tensor:
     if loss is None and isinstance(output, torch.Tensor) and output.numel() == 1:
         loss = output
     if not isinstance(loss, torch.Tensor):
-        raise TypeError(f"Workload(loss=None) expects the model to return its loss, but its "
-                        f"{type(output).__name__} output has no 'loss' tensor; give the model "
-                        "the labels (e.g. a 'labels' key in each batch) or pass a loss function")
+        raise TypeError(
+            f"Workload(loss=None) expects the model to return its loss, but its "
+            f"{type(output).__name__} output has no 'loss' tensor; give the model "
+            "the labels (e.g. a 'labels' key in each batch) or pass a loss function"
+        )
     return loss
 
 

@@ -18,5 +18,4 @@ def visible_devices(environ: Mapping[str, str]) -> list[str] | None:
         True
     """
     value = environ.get(VISIBLE_ENV)
-    return None if value is None else [entry.strip() for entry in value.split(",")
-                                       if entry.strip()]
+    return None if value is None else [entry.strip() for entry in value.split(",") if entry.strip()]

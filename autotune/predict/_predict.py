@@ -50,8 +50,12 @@ NOT_COVERED = 0.4
 #: Added per knob the profile does not cover that the configuration turns away from what the
 #: profile ran (the loader sweep used one batch ahead per worker, no pinning, no persistence).
 UNCOVERED_KNOB = {
-    "pin_memory": 0.1, "device_prefetch": 0.1, "cudnn_benchmark": 0.1, "tf32": 0.1,
-    "persistent_workers": 0.05, "prefetch_factor": 0.05,
+    "pin_memory": 0.1,
+    "device_prefetch": 0.1,
+    "cudnn_benchmark": 0.1,
+    "tf32": 0.1,
+    "persistent_workers": 0.05,
+    "prefetch_factor": 0.05,
     # The step sweep runs eagerly: a compiled step's speed (and its compile time) is unknown.
     "compile": 0.5,
     # The profile ran with or without glibc retaining freed memory; the other setting changes
@@ -82,8 +86,9 @@ class _Part:
     copy_s: float = 0.0
 
 
-def _interpolate(xs: Sequence[float], ys: Sequence[float], x: float,
-                 scale: Callable[[float], float] = math.log1p) -> tuple[float, float]:
+def _interpolate(
+    xs: Sequence[float], ys: Sequence[float], x: float, scale: Callable[[float], float] = math.log1p
+) -> tuple[float, float]:
     """Linear interpolation in ``scale(x)`` (``log(1 + x)`` unless given) between measured
     points; beyond them the nearest point's value. Returns the value and the uncertainty it
     adds."""
@@ -121,12 +126,14 @@ def _step_part(profile: Profile, amp: str, channels_last: bool, batch: int) -> _
     cpu_per_sample = 0.0
     if all(c is not None for c in cpu):
         cpu_per_sample, _ = _interpolate(batches, [float(c or 0.0) for c in cpu], float(batch))
-    return _Part(rate, cpu_per_sample, BASE_UNCERTAINTY + added + extra,
-                 copy_s=_copy_at(ran, batch))
+    return _Part(
+        rate, cpu_per_sample, BASE_UNCERTAINTY + added + extra, copy_s=_copy_at(ran, batch)
+    )
 
 
-def _on_threads(profile: Profile, part: _Part, threads: int, amp: str, channels_last: bool,
-                batch: int) -> _Part:
+def _on_threads(
+    profile: Profile, part: _Part, threads: int, amp: str, channels_last: bool, batch: int
+) -> _Part:
     """The step part on ``threads`` intra-op threads (0: PyTorch's default, as the sweep ran).
 
     Scaled by the ratio of the two measured where the profile timed the step on those threads
@@ -135,8 +142,11 @@ def _on_threads(profile: Profile, part: _Part, threads: int, amp: str, channels_
     another precision showed, else by their share of the default's threads.
     """
     default_threads = profile.default_threads or profile.cpu_count
-    if (threads in (0, default_threads) or part.out_of_memory
-            or not math.isfinite(part.samples_per_s)):
+    if (
+        threads in (0, default_threads)
+        or part.out_of_memory
+        or not math.isfinite(part.samples_per_s)
+    ):
         return part
     if threads > default_threads:  # beyond a thread per core: not faster, and not timed
         return replace(part, uncertainty=part.uncertainty + INTERPOLATED)
@@ -154,14 +164,19 @@ def _on_threads(profile: Profile, part: _Part, threads: int, amp: str, channels_
             ratio = statistics.median(r[1] for r in ratios[-EDGE_RATIOS:])
             interpolated = EXTRAPOLATED
         else:
-            ratio, interpolated = _interpolate([r[0] for r in ratios],
-                                               [r[1] for r in ratios], float(batch))
+            ratio, interpolated = _interpolate(
+                [r[0] for r in ratios], [r[1] for r in ratios], float(batch)
+            )
         added = max(added, interpolated)
         measured_cores = [r[2] for r in ratios if r[2] is not None]
         cores = float(np.median(measured_cores)) if measured_cores else float(threads)
     rate = part.samples_per_s * ratio
-    return replace(part, samples_per_s=rate, cpu_s_per_sample=cores / rate if rate else 0.0,
-                   uncertainty=part.uncertainty + added)
+    return replace(
+        part,
+        samples_per_s=rate,
+        cpu_s_per_sample=cores / rate if rate else 0.0,
+        uncertainty=part.uncertainty + added,
+    )
 
 
 #: Ratios of a step on fewer threads to the default's, by ascending batch, whose median holds
@@ -169,8 +184,9 @@ def _on_threads(profile: Profile, part: _Part, threads: int, amp: str, channels_
 EDGE_RATIOS = 3
 
 
-def _thread_ratios(profile: Profile,
-                   points: Sequence[StepPoint]) -> list[tuple[float, float, float | None]]:
+def _thread_ratios(
+    profile: Profile, points: Sequence[StepPoint]
+) -> list[tuple[float, float, float | None]]:
     """(batch, rate on the points' threads / the default's rate, cores busy) per point: both
     rates read through their curves (:func:`step_curve`), as the predictor reads the default's.
 
@@ -184,14 +200,21 @@ def _thread_ratios(profile: Profile,
     combos = {(p.amp, p.channels_last) for p in points}
     ratios = []
     for amp, channels_last in combos:
-        default = {p.batch_size: float(p.samples_per_s or 0.0)
-                   for p in step_curve(profile.step_points(amp, channels_last))}
-        for point in step_curve([p for p in points
-                                 if (p.amp, p.channels_last) == (amp, channels_last)]):
+        default = {
+            p.batch_size: float(p.samples_per_s or 0.0)
+            for p in step_curve(profile.step_points(amp, channels_last))
+        }
+        for point in step_curve(
+            [p for p in points if (p.amp, p.channels_last) == (amp, channels_last)]
+        ):
             if default.get(point.batch_size):
-                ratios.append((float(point.batch_size),
-                               float(point.samples_per_s or 0.0) / default[point.batch_size],
-                               point.cpu_cores))
+                ratios.append(
+                    (
+                        float(point.batch_size),
+                        float(point.samples_per_s or 0.0) / default[point.batch_size],
+                        point.cpu_cores,
+                    )
+                )
     return ratios
 
 
@@ -226,8 +249,9 @@ def _loader_part(points: Sequence[LoaderPoint], workers: int) -> _Part:
             return _Part(points[0].samples_per_s, points[0].cpu_s_per_sample, NOT_COVERED)
     if workers == 0 and counts[0] != 0:
         first = ordered[0]
-        return _Part(first.samples_per_s / max(1, first.num_workers),
-                     first.cpu_s_per_sample, EXTRAPOLATED)
+        return _Part(
+            first.samples_per_s / max(1, first.num_workers), first.cpu_s_per_sample, EXTRAPOLATED
+        )
     rates = [p.samples_per_s for p in ordered]
     rate, added = _interpolate(counts, rates, float(workers))
     if added == INTERPOLATED and workers > 0 and all(rates):
@@ -241,12 +265,12 @@ def _loader_part(points: Sequence[LoaderPoint], workers: int) -> _Part:
         # 0.73-0.96 of their predictions, and batch 64 with 48 workers (an epoch ending on a
         # round of 16) 0.78-0.88; replayed this way, 0.96-1.15 and 0.89-0.99
         # (benchmarks/RESULTS-misleading.md).
-        round_s, _ = _interpolate(counts, [c / r for c, r in zip(counts, rates, strict=True)],
-                                  float(workers), scale=float)
+        round_s, _ = _interpolate(
+            counts, [c / r for c, r in zip(counts, rates, strict=True)], float(workers), scale=float
+        )
         rate = workers / round_s
     cpu, _ = _interpolate(counts, [p.cpu_s_per_sample for p in ordered], float(workers))
-    main, _ = _interpolate(counts, [p.main_cpu_s_per_batch or 0.0 for p in ordered],
-                           float(workers))
+    main, _ = _interpolate(counts, [p.main_cpu_s_per_batch or 0.0 for p in ordered], float(workers))
     return _Part(rate, cpu, BASE_UNCERTAINTY + added, main_s_per_batch=main if workers else 0.0)
 
 
@@ -302,7 +326,8 @@ class Columns:
         worker_index = base[names.index("num_workers")]
         has_workers = values["num_workers"][worker_index] > 0
         extra = np.indices([len(space.choices[n]) for n in with_workers]).reshape(
-            len(with_workers), -1)
+            len(with_workers), -1
+        )
         per_row = np.where(has_workers, extra.shape[1], 1)
         rows = np.repeat(np.arange(base.shape[1]), per_row)
         # For each row with workers, every combination of the workers-only knobs, in order.
@@ -315,12 +340,15 @@ class Columns:
             picked = values[name][extra[i][offsets]]
             columns[name] = np.where(workers_on, picked, 0)
         prefetch = columns["prefetch_factor"].astype(np.int64)
-        columns["prefetch_factor"] = np.where(workers_on & (prefetch == 0),
-                                              TORCH_DEFAULT_PREFETCH_FACTOR, prefetch)
+        columns["prefetch_factor"] = np.where(
+            workers_on & (prefetch == 0), TORCH_DEFAULT_PREFETCH_FACTOR, prefetch
+        )
         columns["persistent_workers"] = columns["persistent_workers"].astype(bool)
-        columns["grad_accum_steps"] = (np.ones(len(rows), dtype=np.int64)
-                                       if space.effective_batch is None
-                                       else space.effective_batch // columns["batch_size"])
+        columns["grad_accum_steps"] = (
+            np.ones(len(rows), dtype=np.int64)
+            if space.effective_batch is None
+            else space.effective_batch // columns["batch_size"]
+        )
         return cls(**{name: columns[name] for name in cls.__dataclass_fields__})
 
 
@@ -367,8 +395,10 @@ class Predictions:
         c = self.columns
         workers = int(c.num_workers[index])
         return {
-            "batch_size": int(c.batch_size[index]), "num_workers": workers,
-            "amp": _AMPS[int(c.amp[index])], "channels_last": bool(c.channels_last[index]),
+            "batch_size": int(c.batch_size[index]),
+            "num_workers": workers,
+            "amp": _AMPS[int(c.amp[index])],
+            "channels_last": bool(c.channels_last[index]),
             "pin_memory": bool(c.pin_memory[index]),
             "device_prefetch": bool(c.device_prefetch[index]),
             "persistent_workers": bool(c.persistent_workers[index]) and workers > 0,
@@ -404,8 +434,9 @@ class Predictions:
         return BOUNDS[int(self.bound[index])]
 
 
-def predict_columns(profile: Profile, columns: Columns,
-                    memory_budget_bytes: int | None = None) -> Predictions:
+def predict_columns(
+    profile: Profile, columns: Columns, memory_budget_bytes: int | None = None
+) -> Predictions:
     """Predict each configuration of ``columns``; see the module's description."""
     n = len(columns)
     step_rate, step_cpu, step_unc, copy = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
@@ -436,22 +467,29 @@ def predict_columns(profile: Profile, columns: Columns,
     with np.errstate(divide="ignore", invalid="ignore"):
         faulting_s = np.where(heap < 1.0, (1.0 / heap - 1.0) / step_rate, 0.0)
     step_rate, step_cpu = step_rate * heap, step_cpu + faulting_s
-    loader_rate, loader_cpu, loader_unc, receive = _loader_columns(profile.loader,
-                                                                   columns.num_workers)
+    loader_rate, loader_cpu, loader_unc, receive = _loader_columns(
+        profile.loader, columns.num_workers
+    )
 
     batch = columns.batch_size.astype(np.float64)
     no_workers = columns.num_workers == 0
     stages = _loader_model(profile)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        loader_rate = np.where(no_workers, loader_rate,
-                               _loader_at_batch(loader_rate, columns.num_workers, batch,
-                                                profile, stages))
-        growth = (np.ones(n) if stages is None
-                  else stages.receive_growth(batch, profile.loader_batch_size))
+        loader_rate = np.where(
+            no_workers,
+            loader_rate,
+            _loader_at_batch(loader_rate, columns.num_workers, batch, profile, stages),
+        )
+        growth = (
+            np.ones(n)
+            if stages is None
+            else stages.receive_growth(batch, profile.loader_batch_size)
+        )
         receive = receive * growth
         if stages is not None:
             loader_cpu = loader_cpu * np.where(
-                no_workers, 1.0, stages.cpu_growth(batch, profile.loader_batch_size))
+                no_workers, 1.0, stages.cpu_growth(batch, profile.loader_batch_size)
+            )
         loader_rate = _with_batches_ahead(profile, columns, loader_rate, growth)
         # The training thread receives each batch from the workers and copies it to the
         # device, one after the other with its step. A copy from pinned memory on CUDA does
@@ -461,12 +499,16 @@ def predict_columns(profile: Profile, columns: Columns,
         step_rate = batch / (batch / step_rate + receive + copy)
         epoch_start_s = np.zeros(n)
         if profile.dataset_length:
-            loader_rate, epoch_start_s = _over_epochs(profile, columns, step_rate, loader_rate,
-                                                      stages)
+            loader_rate, epoch_start_s = _over_epochs(
+                profile, columns, step_rate, loader_rate, stages
+            )
             epoch_start_s = epoch_start_s + _fork_copy_s(profile, columns, per_sample_bytes)
         serial = 1.0 / (1.0 / step_rate + 1.0 / loader_rate)
-        shared = (float(profile.cpu_count) / (step_cpu + loader_cpu)
-                  if profile.device_type == "cpu" else np.full(n, np.inf))
+        shared = (
+            float(profile.cpu_count) / (step_cpu + loader_cpu)
+            if profile.device_type == "cpu"
+            else np.full(n, np.inf)
+        )
         beside = _beside_workers(profile, columns, step_rate, loader_cpu, together)
         cpu_bound = np.minimum(shared, beside)
         # Workers beside a step on every core always cost it a little: the cores are named the
@@ -476,13 +518,17 @@ def predict_columns(profile: Profile, columns: Columns,
         # The workers were timed with the cores to themselves; beside the step they wait for
         # a core whenever it is busy, so the loader slows well before the cores' share binds.
         fed = _soft_min(np.stack([loader_rate, cpu_bound]), SHARED_CORES_POWER)
-        rate = np.where(no_workers, np.minimum(serial, cpu_bound),
-                        _soft_min(np.stack([step_rate, fed])))
+        rate = np.where(
+            no_workers, np.minimum(serial, cpu_bound), _soft_min(np.stack([step_rate, fed]))
+        )
         if profile.dataset_length:
             epoch = _epoch_samples(profile.dataset_length, columns.batch_size)
             rate = epoch / (epoch / rate + epoch_start_s)
-    bound = np.where(no_workers & (step_rate < loader_rate) & (serial <= cpu_bound), _STEP,
-                     np.where(no_workers & (serial <= cpu_bound), _LOADER, bound))
+    bound = np.where(
+        no_workers & (step_rate < loader_rate) & (serial <= cpu_bound),
+        _STEP,
+        np.where(no_workers & (serial <= cpu_bound), _LOADER, bound),
+    )
 
     memory = memory + _loader_memory(profile, columns)
     over = step_oom.copy()
@@ -491,15 +537,24 @@ def predict_columns(profile: Profile, columns: Columns,
     bound = np.where(over, _MEMORY, bound)
     uncovered = _uncovered_knobs(profile, columns)
     uncertainty = np.maximum(step_unc, loader_unc) + sum(
-        (UNCOVERED_KNOB[name] * mask for name, mask in uncovered.items()), np.zeros(n))
-    return Predictions(columns=columns, samples_per_s=rate, memory_bytes=memory,
-                       over_memory=over, uncertainty=np.minimum(1.0, uncertainty), bound=bound,
-                       step_samples_per_s=step_rate, loader_samples_per_s=loader_rate,
-                       uncovered=uncovered)
+        (UNCOVERED_KNOB[name] * mask for name, mask in uncovered.items()), np.zeros(n)
+    )
+    return Predictions(
+        columns=columns,
+        samples_per_s=rate,
+        memory_bytes=memory,
+        over_memory=over,
+        uncertainty=np.minimum(1.0, uncertainty),
+        bound=bound,
+        step_samples_per_s=step_rate,
+        loader_samples_per_s=loader_rate,
+        uncovered=uncovered,
+    )
 
 
-def _accumulating(profile: Profile, columns: Columns, step_rate: FloatArray,
-                  step_cpu: FloatArray) -> tuple[FloatArray, FloatArray]:
+def _accumulating(
+    profile: Profile, columns: Columns, step_rate: FloatArray, step_cpu: FloatArray
+) -> tuple[FloatArray, FloatArray]:
     """The step's samples/s and CPU seconds per sample where a configuration accumulates
     gradients over ``k`` micro-batches: the step points paid the optimizer step once per batch,
     such a configuration once per ``k``, and its other micro-steps add into the gradients kept
@@ -521,8 +576,11 @@ def _accumulating(profile: Profile, columns: Columns, step_rate: FloatArray,
 
 def _threads(profile: Profile, columns: Columns) -> FloatArray:
     """The intra-op threads each configuration's step runs on."""
-    return np.where(columns.intra_op_threads > 0, columns.intra_op_threads,
-                    profile.default_threads or profile.cpu_count).astype(np.float64)
+    return np.where(
+        columns.intra_op_threads > 0,
+        columns.intra_op_threads,
+        profile.default_threads or profile.cpu_count,
+    ).astype(np.float64)
 
 
 def loaded_at_once(profile: Profile, columns: Columns) -> FloatArray:
@@ -548,8 +606,13 @@ def loaded_at_once(profile: Profile, columns: Columns) -> FloatArray:
     return np.asarray(np.minimum(1.0, ahead / per_epoch), dtype=np.float64)
 
 
-def _beside_workers(profile: Profile, columns: Columns, step_rate: FloatArray,
-                    loader_cpu: FloatArray, together: FloatArray) -> FloatArray:
+def _beside_workers(
+    profile: Profile,
+    columns: Columns,
+    step_rate: FloatArray,
+    loader_cpu: FloatArray,
+    together: FloatArray,
+) -> FloatArray:
     """Samples/s of a CPU step that shares the cores with busy loader workers; infinite where
     there are no workers or the device is not a CPU.
 
@@ -605,7 +668,7 @@ def _soft_min(bounds: FloatArray, power: float = SOFT_MIN_POWER) -> FloatArray:
     the others come to it the further below."""
     smallest = np.min(bounds, axis=0)
     scaled = np.where(np.isfinite(bounds), smallest / bounds, 0.0)
-    total = np.sum(scaled ** power, axis=0)
+    total = np.sum(scaled**power, axis=0)
     return np.asarray(smallest / total ** (1.0 / power), dtype=np.float64)
 
 
@@ -669,8 +732,10 @@ class _LoaderModel:
         each): 0.7 of it. Eight workers at batch 192 read 0.033-0.089 in windows of one round."""
         if self.cpu is None or not self.cpu.at(profiled_batch):
             return np.ones_like(batch)
-        return np.asarray(self.cpu.seconds(batch) / batch
-                          / (self.cpu.at(profiled_batch) / profiled_batch), dtype=np.float64)
+        return np.asarray(
+            self.cpu.seconds(batch) / batch / (self.cpu.at(profiled_batch) / profiled_batch),
+            dtype=np.float64,
+        )
 
 
 def _loader_model(profile: Profile) -> _LoaderModel | None:
@@ -688,8 +753,7 @@ def _loader_model(profile: Profile) -> _LoaderModel | None:
     workers' two batch sizes.
     """
     small = float(profile.loader_batch_size)
-    with_workers = sorted((p for p in profile.loader if p.num_workers),
-                          key=lambda p: p.num_workers)
+    with_workers = sorted((p for p in profile.loader if p.num_workers), key=lambda p: p.num_workers)
     if not with_workers:
         return None
     fewest = with_workers[0]
@@ -698,52 +762,84 @@ def _loader_model(profile: Profile) -> _LoaderModel | None:
     split_measured, cpu = False, None
     if again is not None and again_batch is not None and again.num_workers == fewest.num_workers:
         split_measured = True
-        worker = _BatchCost.through(small, fewest_s, float(again_batch),
-                                    again.num_workers * again_batch / again.samples_per_s)
-        cpu = _BatchCost.through(small, fewest.cpu_s_per_sample * small, float(again_batch),
-                                 again.cpu_s_per_sample * again_batch)
+        worker = _BatchCost.through(
+            small,
+            fewest_s,
+            float(again_batch),
+            again.num_workers * again_batch / again.samples_per_s,
+        )
+        cpu = _BatchCost.through(
+            small,
+            fewest.cpu_s_per_sample * small,
+            float(again_batch),
+            again.cpu_s_per_sample * again_batch,
+        )
     else:
         fixed = min(fewest.main_cpu_s_per_batch or 0.0, fewest_s / 2)
         worker = _BatchCost(fixed, (fewest_s - fixed) / small)
     best = max(with_workers, key=lambda p: p.samples_per_s)
     best_s = small / best.samples_per_s
     large, large_batch = profile.loader_large_batch, profile.loader_large_batch_size
-    paired = None if large is None else next(
-        (p for p in with_workers if p.num_workers == large.num_workers), None)
+    paired = (
+        None
+        if large is None
+        else next((p for p in with_workers if p.num_workers == large.num_workers), None)
+    )
     if large is None or large_batch is None or paired is None:
         fixed = min(best.main_cpu_s_per_batch or 0.0, best_s)
         return _LoaderModel(worker, _BatchCost(fixed, (best_s - fixed) / small), None, cpu)
     receive = None
     if paired.main_cpu_s_per_batch and large.main_cpu_s_per_batch:
-        receive = _BatchCost.through(small, paired.main_cpu_s_per_batch, float(large_batch),
-                                     large.main_cpu_s_per_batch)
+        receive = _BatchCost.through(
+            small, paired.main_cpu_s_per_batch, float(large_batch), large.main_cpu_s_per_batch
+        )
     count = np.array([paired.num_workers])
-    at_small = _soft_min(np.stack([count * small / worker.at(small),
-                                   np.array([best.samples_per_s])]))[0]
+    at_small = _soft_min(
+        np.stack([count * small / worker.at(small), np.array([best.samples_per_s])])
+    )[0]
     wanted = large.samples_per_s * at_small / paired.samples_per_s
     workers_rate = paired.num_workers * large_batch / worker.at(large_batch)
     if wanted < workers_rate:
-        ceiling = (wanted ** -SOFT_MIN_POWER - workers_rate ** -SOFT_MIN_POWER) ** (
-            -1.0 / SOFT_MIN_POWER)
-        return _LoaderModel(worker, _BatchCost.through(small, best_s, float(large_batch),
-                                                       large_batch / ceiling), receive, cpu)
+        ceiling = (wanted**-SOFT_MIN_POWER - workers_rate**-SOFT_MIN_POWER) ** (
+            -1.0 / SOFT_MIN_POWER
+        )
+        return _LoaderModel(
+            worker,
+            _BatchCost.through(small, best_s, float(large_batch), large_batch / ceiling),
+            receive,
+            cpu,
+        )
     if split_measured:  # the ceiling does not bind at that count; its pair adds nothing
         return _LoaderModel(worker, None, receive, cpu)
     paired_s = paired.num_workers * small / paired.samples_per_s
-    return _LoaderModel(_BatchCost.through(small, paired_s, float(large_batch),
-                                           large.num_workers * large_batch
-                                           / large.samples_per_s), None, receive, cpu)
+    return _LoaderModel(
+        _BatchCost.through(
+            small,
+            paired_s,
+            float(large_batch),
+            large.num_workers * large_batch / large.samples_per_s,
+        ),
+        None,
+        receive,
+        cpu,
+    )
 
 
-def _loader_at_batch(rate: FloatArray, workers: IntArray, batch: FloatArray,
-                     profile: Profile, stages: _LoaderModel | None) -> FloatArray:
+def _loader_at_batch(
+    rate: FloatArray,
+    workers: IntArray,
+    batch: FloatArray,
+    profile: Profile,
+    stages: _LoaderModel | None,
+) -> FloatArray:
     """The loader's samples/s at ``batch`` from its measured rate at the profiled batch size,
     scaled as ``stages`` (the profile's :func:`_loader_model`) says."""
     if stages is None:
         return rate
     profiled = np.full(len(batch), float(profile.loader_batch_size))
-    return np.asarray(rate * stages.shape(workers, batch) / stages.shape(workers, profiled),
-                      dtype=np.float64)
+    return np.asarray(
+        rate * stages.shape(workers, batch) / stages.shape(workers, profiled), dtype=np.float64
+    )
 
 
 @dataclass(frozen=True)
@@ -770,21 +866,32 @@ def _ahead_timing(profile: Profile) -> _AheadTiming | None:
     wait in seconds would then gain that count more or less than it gained where it was
     timed (8 workers of uneven reads gained 1.77x timed, and were predicted 1.98x)."""
     ahead, swept = profile.loader_prefetch, profile.loader_one_ahead
-    if ahead is None or swept is None or not ahead.num_workers \
-            or ahead.samples_per_s <= swept.samples_per_s:
+    if (
+        ahead is None
+        or swept is None
+        or not ahead.num_workers
+        or ahead.samples_per_s <= swept.samples_per_s
+    ):
         return None
     per_worker_batch = ahead.num_workers * float(profile.loader_batch_size)
-    sweep_rate = next((p.samples_per_s for p in profile.loader
-                       if p.num_workers == ahead.num_workers and p.samples_per_s),
-                      swept.samples_per_s)
+    sweep_rate = next(
+        (
+            p.samples_per_s
+            for p in profile.loader
+            if p.num_workers == ahead.num_workers and p.samples_per_s
+        ),
+        swept.samples_per_s,
+    )
     wait_share = 1.0 - swept.samples_per_s / ahead.samples_per_s
     waited = wait_share * per_worker_batch / sweep_rate
-    return _AheadTiming(waited / ahead.num_workers, ahead.num_workers,
-                        ahead.samples_per_s / swept.samples_per_s)
+    return _AheadTiming(
+        waited / ahead.num_workers, ahead.num_workers, ahead.samples_per_s / swept.samples_per_s
+    )
 
 
-def _with_batches_ahead(profile: Profile, columns: Columns, rate: FloatArray,
-                        receive_growth: FloatArray) -> FloatArray:
+def _with_batches_ahead(
+    profile: Profile, columns: Columns, rate: FloatArray, receive_growth: FloatArray
+) -> FloatArray:
     """The loader's samples/s where each worker holds more batches ahead than the sweep's
     one: a worker's round is shorter by the wait :func:`_ahead_timing` timed, which grows with
     the workers before it in the round and with the batch as receiving one does; beyond the
@@ -796,11 +903,15 @@ def _with_batches_ahead(profile: Profile, columns: Columns, rate: FloatArray,
         return rate
     workers = columns.num_workers.astype(np.float64)
     round_s = workers * columns.batch_size / rate
-    shorter = np.where(workers > timing.workers, round_s / timing.gain,
-                       round_s - timing.wait_s * receive_growth * workers)
+    shorter = np.where(
+        workers > timing.workers,
+        round_s / timing.gain,
+        round_s - timing.wait_s * receive_growth * workers,
+    )
     shorter = np.maximum(shorter, round_s / 2)
-    return np.asarray(np.where(ahead, workers * columns.batch_size / shorter, rate),
-                      dtype=np.float64)
+    return np.asarray(
+        np.where(ahead, workers * columns.batch_size / shorter, rate), dtype=np.float64
+    )
 
 
 def _epoch_steps(dataset_length: int, batch_size: IntArray) -> IntArray:
@@ -813,9 +924,13 @@ def _epoch_samples(dataset_length: int, batch_size: IntArray) -> FloatArray:
     return np.asarray(_epoch_steps(dataset_length, batch_size) * batch_size, dtype=np.float64)
 
 
-def _over_epochs(profile: Profile, columns: Columns, step_rate: FloatArray,
-                 loader_rate: FloatArray, stages: _LoaderModel | None
-                 ) -> tuple[FloatArray, FloatArray]:
+def _over_epochs(
+    profile: Profile,
+    columns: Columns,
+    step_rate: FloatArray,
+    loader_rate: FloatArray,
+    stages: _LoaderModel | None,
+) -> tuple[FloatArray, FloatArray]:
     """The loader's samples/s over whole epochs, and the seconds each epoch adds beyond its
     steady state.
 
@@ -838,17 +953,20 @@ def _over_epochs(profile: Profile, columns: Columns, step_rate: FloatArray,
     loader_s = rounds * round_s + left_s
     step_s = epoch / step_rate
     first_s = np.where(rounds > 0, round_s, left_s)
-    fill_s = (np.maximum(loader_s + batch / step_rate, first_s + step_s)
-              - np.maximum(loader_s, step_s))
+    fill_s = np.maximum(loader_s + batch / step_rate, first_s + step_s) - np.maximum(
+        loader_s, step_s
+    )
     has_workers = workers > 0
-    restart_s = np.where(~columns.persistent_workers,
-                         workers * _restart_s_per_worker(profile.loader), 0.0)
-    return (np.where(has_workers, epoch / loader_s, loader_rate),
-            np.where(has_workers, fill_s + restart_s, 0.0))
+    restart_s = np.where(
+        ~columns.persistent_workers, workers * _restart_s_per_worker(profile.loader), 0.0
+    )
+    return (
+        np.where(has_workers, epoch / loader_s, loader_rate),
+        np.where(has_workers, fill_s + restart_s, 0.0),
+    )
 
 
-def _fork_copy_s(profile: Profile, columns: Columns, per_sample_bytes: FloatArray
-                 ) -> FloatArray:
+def _fork_copy_s(profile: Profile, columns: Columns, per_sample_bytes: FloatArray) -> FloatArray:
     """Seconds an epoch's first step spends copying the pages it shares with the workers just
     forked (see :class:`ForkCopyPoint`), for configurations that start their workers each
     epoch in the heap the profile timed it in (retaining freed memory): the faults timed at its
@@ -860,15 +978,20 @@ def _fork_copy_s(profile: Profile, columns: Columns, per_sample_bytes: FloatArra
     if point is None:
         return np.zeros(len(columns))
     batch = columns.batch_size.astype(np.float64)
-    pages = np.maximum(0.0, point.faults
-                       + per_sample_bytes / mmap.PAGESIZE * (batch - point.batch_size))
-    starts_workers = ((columns.num_workers > 0) & ~columns.persistent_workers
-                      & (columns.retain_freed_memory == profile.retained_freed_memory))
+    pages = np.maximum(
+        0.0, point.faults + per_sample_bytes / mmap.PAGESIZE * (batch - point.batch_size)
+    )
+    starts_workers = (
+        (columns.num_workers > 0)
+        & ~columns.persistent_workers
+        & (columns.retain_freed_memory == profile.retained_freed_memory)
+    )
     return np.where(starts_workers, pages * point.fault_s, 0.0)
 
 
-def _loader_columns(points: Sequence[LoaderPoint], workers: IntArray
-                    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+def _loader_columns(
+    points: Sequence[LoaderPoint], workers: IntArray
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """Per entry of ``workers``: the loader's samples/s at the profiled batch, its CPU seconds
     per sample, its uncertainty, and the main process's seconds to receive a batch."""
     rate, cpu, uncertainty, receive = (np.empty(len(workers)) for _ in range(4))
@@ -880,8 +1003,9 @@ def _loader_columns(points: Sequence[LoaderPoint], workers: IntArray
     return rate, cpu, uncertainty, receive
 
 
-def _loader_rates(profile: Profile, workers: IntArray, batch: FloatArray,
-                  stages: _LoaderModel | None) -> FloatArray:
+def _loader_rates(
+    profile: Profile, workers: IntArray, batch: FloatArray, stages: _LoaderModel | None
+) -> FloatArray:
     """The loader's samples/s with ``workers`` (each at least 1) at ``batch``."""
     rate, _, _, _ = _loader_columns(profile.loader, workers)
     return _loader_at_batch(rate, workers, batch, profile, stages)
@@ -890,8 +1014,9 @@ def _loader_rates(profile: Profile, workers: IntArray, batch: FloatArray,
 def _restart_s_per_worker(points: Sequence[LoaderPoint]) -> float:
     """Seconds to start one worker (the median over the measured worker counts; the main
     process starts them one after another)."""
-    per_worker = [p.restart_s / p.num_workers for p in points
-                  if p.num_workers and p.restart_s is not None]
+    per_worker = [
+        p.restart_s / p.num_workers for p in points if p.num_workers and p.restart_s is not None
+    ]
     return float(np.median(per_worker)) if per_worker else 0.0
 
 
@@ -942,7 +1067,8 @@ def _uncovered_knobs(profile: Profile, columns: Columns) -> dict[str, BoolArray]
         "tf32": columns.tf32,
         "compile": columns.compile > 0,
         "persistent_workers": columns.persistent_workers & has_workers,
-        "prefetch_factor": has_workers & (columns.prefetch_factor != PROFILED_PREFETCH)
+        "prefetch_factor": has_workers
+        & (columns.prefetch_factor != PROFILED_PREFETCH)
         & (columns.prefetch_factor != _timed_ahead(profile)),
         "retain_freed_memory": _heap_uncovered(profile, columns),
     }
@@ -954,22 +1080,26 @@ def _timed_ahead(profile: Profile) -> int:
     return (ahead.prefetch_factor or 0) if ahead is not None else 0
 
 
-def predict_space(profile: Profile, space: SearchSpace,
-                  memory_budget_bytes: int | None = None) -> Predictions:
+def predict_space(
+    profile: Profile, space: SearchSpace, memory_budget_bytes: int | None = None
+) -> Predictions:
     """Predict every configuration of ``space``."""
     return predict_columns(profile, Columns.of_space(space), memory_budget_bytes)
 
 
-def predict_configs(profile: Profile, configs: Sequence[Config],
-                    memory_budget_bytes: int | None = None) -> Predictions:
+def predict_configs(
+    profile: Profile, configs: Sequence[Config], memory_budget_bytes: int | None = None
+) -> Predictions:
     """Predict the given configurations (any, on the grid or off it)."""
     return predict_columns(profile, Columns.of(configs), memory_budget_bytes)
 
 
-def ranking(predictions: Predictions, space: SearchSpace,
-            count: int | None = None) -> list[tuple[Config, float]]:
+def ranking(
+    predictions: Predictions, space: SearchSpace, count: int | None = None
+) -> list[tuple[Config, float]]:
     """Configurations by predicted samples/s, fastest first, those over memory left out."""
     indices = predictions.best(count if count is not None else len(predictions))
-    return [(space.config_from(predictions.values(i)), float(predictions.samples_per_s[i]))
-            for i in indices]
-
+    return [
+        (space.config_from(predictions.values(i)), float(predictions.samples_per_s[i]))
+        for i in indices
+    ]

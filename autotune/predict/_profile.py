@@ -27,8 +27,10 @@ def running_median(values: Sequence[float]) -> list[float]:
     jobs there (105 trials) the trials' median distance from their predictions fell from 23%
     to 20% with the curve read this way (text-transformer's from 24% to 14%).
     """
-    return [values[i] if i in (0, len(values) - 1) else sorted(values[i - 1:i + 2])[1]
-            for i in range(len(values))]
+    return [
+        values[i] if i in (0, len(values) - 1) else sorted(values[i - 1 : i + 2])[1]
+        for i in range(len(values))
+    ]
 
 
 def step_curve(points: Sequence[StepPoint]) -> list[StepPoint]:
@@ -36,9 +38,12 @@ def step_curve(points: Sequence[StepPoint]) -> list[StepPoint]:
     rate read through :func:`running_median` (its CPU time per sample kept as measured)."""
     ran = sorted((p for p in points if p.samples_per_s), key=lambda p: p.batch_size)
     rates = running_median([float(p.samples_per_s or 0.0) for p in ran])
-    return [point if rate == point.samples_per_s else point.model_copy(update={
-        "samples_per_s": rate, "cpu_cores": _cores_at(point, rate)})
-        for point, rate in zip(ran, rates, strict=True)]
+    return [
+        point
+        if rate == point.samples_per_s
+        else point.model_copy(update={"samples_per_s": rate, "cpu_cores": _cores_at(point, rate)})
+        for point, rate in zip(ran, rates, strict=True)
+    ]
 
 
 def _cores_at(point: StepPoint, rate: float) -> float | None:
@@ -116,8 +121,9 @@ class MemoryModel(BaseModel):
         return self.fixed_bytes + self.per_sample_bytes * batch_size
 
     @classmethod
-    def fit(cls, amp: AmpMode, channels_last: bool,
-            points: Sequence[tuple[int, int]]) -> MemoryModel | None:
+    def fit(
+        cls, amp: AmpMode, channels_last: bool, points: Sequence[tuple[int, int]]
+    ) -> MemoryModel | None:
         """Least squares over ``(batch, bytes)`` points; None with fewer than one point.
 
         One point gives a model with no per-sample cost (a lower bound); the slope is never
@@ -131,10 +137,18 @@ class MemoryModel(BaseModel):
         spread = sum((b - mean_b) ** 2 for b in batches)
         slope = 0.0
         if spread > 0:
-            slope = max(0.0, sum((b - mean_b) * (s - mean_s)
-                                 for b, s in zip(batches, sizes, strict=True)) / spread)
-        return cls(amp=amp, channels_last=channels_last, fixed_bytes=mean_s - slope * mean_b,
-                   per_sample_bytes=slope, fitted_batches=sorted(int(b) for b in batches))
+            slope = max(
+                0.0,
+                sum((b - mean_b) * (s - mean_s) for b, s in zip(batches, sizes, strict=True))
+                / spread,
+            )
+        return cls(
+            amp=amp,
+            channels_last=channels_last,
+            fixed_bytes=mean_s - slope * mean_b,
+            per_sample_bytes=slope,
+            fitted_batches=sorted(int(b) for b in batches),
+        )
 
 
 class HeapPoint(BaseModel):
@@ -290,14 +304,24 @@ class Profile(BaseModel):
 
     def thread_points(self, threads: int, amp: str, channels_last: bool) -> list[StepPoint]:
         """The step's points on ``threads`` intra-op threads, by ascending batch."""
-        return sorted((p for p in self.step_threads if p.threads == threads and p.amp == amp
-                       and p.channels_last == channels_last and p.samples_per_s),
-                      key=lambda p: p.batch_size)
+        return sorted(
+            (
+                p
+                for p in self.step_threads
+                if p.threads == threads
+                and p.amp == amp
+                and p.channels_last == channels_last
+                and p.samples_per_s
+            ),
+            key=lambda p: p.batch_size,
+        )
 
     def step_points(self, amp: str, channels_last: bool) -> list[StepPoint]:
         """The measured step points of one precision and layout, by ascending batch."""
-        return sorted((p for p in self.step if p.amp == amp and p.channels_last == channels_last),
-                      key=lambda p: p.batch_size)
+        return sorted(
+            (p for p in self.step if p.amp == amp and p.channels_last == channels_last),
+            key=lambda p: p.batch_size,
+        )
 
     def memory_model(self, amp: str, channels_last: bool) -> MemoryModel | None:
         for model in self.memory:
@@ -309,8 +333,11 @@ class Profile(BaseModel):
         """The step points that ran, each precision and layout's read as one curve (see
         :func:`step_curve`): the rates the predictor reads."""
         combos = dict.fromkeys((p.amp, p.channels_last) for p in self.step)
-        return [point for amp, channels_last in combos
-                for point in step_curve(self.step_points(amp, channels_last))]
+        return [
+            point
+            for amp, channels_last in combos
+            for point in step_curve(self.step_points(amp, channels_last))
+        ]
 
     def best_step(self) -> StepPoint | None:
         """The fastest step point on its curve (see :func:`step_curve`): a lone fast window
@@ -325,45 +352,82 @@ class Profile(BaseModel):
         """The profile as the recommendation JSON shows it: each step point as measured and
         on its curve (``curve_samples_per_s``, see :func:`step_curve`), the rate the predictor
         and the diagnosis read."""
-        curve = {(p.batch_size, p.amp, p.channels_last): p.samples_per_s
-                 for p in self.step_curves()}
+        curve = {
+            (p.batch_size, p.amp, p.channels_last): p.samples_per_s for p in self.step_curves()
+        }
         return {
-            "step": [{"batch_size": p.batch_size, "amp": p.amp,
-                      "channels_last": p.channels_last, "samples_per_s": p.samples_per_s,
-                      "curve_samples_per_s": curve.get((p.batch_size, p.amp, p.channels_last)),
-                      "copy_s": p.copy_s, "peak_memory_bytes": p.peak_memory_bytes,
-                      "out_of_memory": p.out_of_memory} for p in self.step],
-            "step_threads": [{"threads": p.threads, "batch_size": p.batch_size, "amp": p.amp,
-                              "channels_last": p.channels_last,
-                              "samples_per_s": p.samples_per_s} for p in self.step_threads],
-            "loader": [{"num_workers": p.num_workers, "samples_per_s": p.samples_per_s,
-                        "cpu_s_per_sample": p.cpu_s_per_sample, "restart_s": p.restart_s}
-                       for p in self.loader],
+            "step": [
+                {
+                    "batch_size": p.batch_size,
+                    "amp": p.amp,
+                    "channels_last": p.channels_last,
+                    "samples_per_s": p.samples_per_s,
+                    "curve_samples_per_s": curve.get((p.batch_size, p.amp, p.channels_last)),
+                    "copy_s": p.copy_s,
+                    "peak_memory_bytes": p.peak_memory_bytes,
+                    "out_of_memory": p.out_of_memory,
+                }
+                for p in self.step
+            ],
+            "step_threads": [
+                {
+                    "threads": p.threads,
+                    "batch_size": p.batch_size,
+                    "amp": p.amp,
+                    "channels_last": p.channels_last,
+                    "samples_per_s": p.samples_per_s,
+                }
+                for p in self.step_threads
+            ],
+            "loader": [
+                {
+                    "num_workers": p.num_workers,
+                    "samples_per_s": p.samples_per_s,
+                    "cpu_s_per_sample": p.cpu_s_per_sample,
+                    "restart_s": p.restart_s,
+                }
+                for p in self.loader
+            ],
             "loader_batch_size": self.loader_batch_size,
-            "loader_large_batch": None if self.loader_large_batch is None else {
+            "loader_large_batch": None
+            if self.loader_large_batch is None
+            else {
                 "batch_size": self.loader_large_batch_size,
                 "num_workers": self.loader_large_batch.num_workers,
-                "samples_per_s": self.loader_large_batch.samples_per_s},
-            "loader_fewest_workers": None if self.loader_fewest_workers is None else {
+                "samples_per_s": self.loader_large_batch.samples_per_s,
+            },
+            "loader_fewest_workers": None
+            if self.loader_fewest_workers is None
+            else {
                 "batch_size": self.loader_fewest_workers_batch_size,
                 "num_workers": self.loader_fewest_workers.num_workers,
-                "samples_per_s": self.loader_fewest_workers.samples_per_s},
-            "loader_prefetch": None if self.loader_prefetch is None else {
+                "samples_per_s": self.loader_fewest_workers.samples_per_s,
+            },
+            "loader_prefetch": None
+            if self.loader_prefetch is None
+            else {
                 "prefetch_factor": self.loader_prefetch.prefetch_factor,
                 "num_workers": self.loader_prefetch.num_workers,
                 "samples_per_s": self.loader_prefetch.samples_per_s,
-                "one_ahead_samples_per_s": None if self.loader_one_ahead is None
-                else self.loader_one_ahead.samples_per_s},
+                "one_ahead_samples_per_s": None
+                if self.loader_one_ahead is None
+                else self.loader_one_ahead.samples_per_s,
+            },
             "dataset_length": self.dataset_length,
-            "memory": [{"amp": m.amp, "channels_last": m.channels_last,
-                        "fixed_bytes": int(m.fixed_bytes),
-                        "per_sample_bytes": int(m.per_sample_bytes)} for m in self.memory],
+            "memory": [
+                {
+                    "amp": m.amp,
+                    "channels_last": m.channels_last,
+                    "fixed_bytes": int(m.fixed_bytes),
+                    "per_sample_bytes": int(m.per_sample_bytes),
+                }
+                for m in self.memory
+            ],
             "extra_workers": list(self.extra_workers),
             "retained_freed_memory": self.retained_freed_memory,
             "fresh_heap": [p.model_dump() for p in self.fresh_heap],
             "fork_copy": None if self.fork_copy is None else self.fork_copy.model_dump(),
-            "accumulation": (None if self.accumulation is None
-                             else self.accumulation.model_dump()),
+            "accumulation": (None if self.accumulation is None else self.accumulation.model_dump()),
             "duration_s": self.duration_s,
         }
 

@@ -145,40 +145,52 @@ def _read_document(source: str | os.PathLike[str] | Mapping[str, Any]) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"the recommendation file {str(path)!r} does not exist; "
-                          "pass the path of the JSON file autotune wrote") from None
+        raise ConfigError(
+            f"the recommendation file {str(path)!r} does not exist; "
+            "pass the path of the JSON file autotune wrote"
+        ) from None
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else error
-        raise ConfigError(f"the recommendation file {str(path)!r} could not be read "
-                          f"({reason}); pass the path of the JSON file autotune wrote") from None
+        raise ConfigError(
+            f"the recommendation file {str(path)!r} could not be read "
+            f"({reason}); pass the path of the JSON file autotune wrote"
+        ) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise ConfigError(f"the recommendation file {str(path)!r} is not valid JSON "
-                          f"({error.msg} at line {error.lineno}, column {error.colno}); "
-                          "pass the JSON file autotune wrote, unedited") from None
+        raise ConfigError(
+            f"the recommendation file {str(path)!r} is not valid JSON "
+            f"({error.msg} at line {error.lineno}, column {error.colno}); "
+            "pass the JSON file autotune wrote, unedited"
+        ) from None
 
 
 def _resolve_device(recommended: str, requested: str | None) -> torch.device:
     if requested is None:
         if recommended not in ("cpu", "cuda"):
-            raise ConfigError(f"the recommendation was made for a {recommended!r} device, which "
-                              "autotune cannot apply; pass device=\"cpu\" or \"cuda\"")
+            raise ConfigError(
+                f"the recommendation was made for a {recommended!r} device, which "
+                'autotune cannot apply; pass device="cpu" or "cuda"'
+            )
         if recommended == "cuda" and not torch.cuda.is_available():
-            raise ConfigError("the recommendation was made for CUDA but no CUDA device is "
-                              "available here; pass device=\"cpu\" to apply it on the CPU")
+            raise ConfigError(
+                "the recommendation was made for CUDA but no CUDA device is "
+                'available here; pass device="cpu" to apply it on the CPU'
+            )
         return torch.device(recommended)
     try:
         device = torch.device(requested)
     except (RuntimeError, ValueError):
-        raise ConfigError(f"device={requested!r} is not a device; pass \"cpu\", \"cuda\" or "
-                          "\"cuda:N\"") from None
+        raise ConfigError(
+            f'device={requested!r} is not a device; pass "cpu", "cuda" or "cuda:N"'
+        ) from None
     if device.type not in ("cpu", "cuda"):
-        raise ConfigError(f"device={requested!r} is not supported; pass \"cpu\", \"cuda\" or "
-                          "\"cuda:N\"")
+        raise ConfigError(f'device={requested!r} is not supported; pass "cpu", "cuda" or "cuda:N"')
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device={requested!r} asks for CUDA but no CUDA device is available "
-                          "here; pass device=\"cpu\"")
+        raise ConfigError(
+            f"device={requested!r} asks for CUDA but no CUDA device is available "
+            'here; pass device="cpu"'
+        )
     return device
 
 

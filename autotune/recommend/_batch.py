@@ -18,13 +18,27 @@ from autotune.store import TrialRecord
 
 #: Optimizers whose learning rate is usually scaled with the square root of the batch ratio
 #: (adaptive methods); SGD-family ones are scaled linearly (Goyal et al., 2017).
-_SQRT_RULE = ("adam", "adamw", "adamax", "nadam", "radam", "adagrad", "adadelta", "rmsprop",
-              "lamb", "adafactor", "sparseadam", "lion")
+_SQRT_RULE = (
+    "adam",
+    "adamw",
+    "adamax",
+    "nadam",
+    "radam",
+    "adagrad",
+    "adadelta",
+    "rmsprop",
+    "lamb",
+    "adafactor",
+    "sparseadam",
+    "lion",
+)
 _LINEAR_RULE = ("sgd", "lars", "asgd")
 
 
 def keeping_effective_batch(
-    measured: Sequence[TrialRecord], baseline: Config, run_samples: int | None = None,
+    measured: Sequence[TrialRecord],
+    baseline: Config,
+    run_samples: int | None = None,
     accumulation_gain: Callable[[Config], float] | None = None,
 ) -> Config | None:
     """The fastest measured configuration whose batch size divides the baseline's effective
@@ -37,14 +51,20 @@ def keeping_effective_batch(
 
     def accumulated(run: TrialRecord) -> Config:
         return run.config.model_copy(
-            update={"grad_accum_steps": effective // run.config.batch_size})
+            update={"grad_accum_steps": effective // run.config.batch_size}
+        )
 
     def expected(run: TrialRecord) -> float:
         gain = 1.0 if accumulation_gain is None else accumulation_gain(accumulated(run))
         return (run.samples_per_s_over(run_samples) or 0.0) * gain
 
-    fitting = [run for run in measured if run.usable and run.config.grad_accum_steps == 1
-               and effective % run.config.batch_size == 0]
+    fitting = [
+        run
+        for run in measured
+        if run.usable
+        and run.config.grad_accum_steps == 1
+        and effective % run.config.batch_size == 0
+    ]
     if not fitting:
         return None
     config = accumulated(max(fitting, key=expected))
@@ -55,13 +75,19 @@ def same_effective_batch_entry(confirmation: Confirmation) -> CandidateRuns:
     """The fastest re-measured entry that keeps the baseline's effective batch (the baseline
     itself when no candidate does or none beat it; never one that lost a tie-break)."""
     effective = confirmation.baseline.config.effective_batch
-    keeping = [entry for entry in confirmation.candidates
-               if entry.usable and entry.finished and entry.config.effective_batch == effective
-               and entry is not confirmation.lost_tie_break]
+    keeping = [
+        entry
+        for entry in confirmation.candidates
+        if entry.usable
+        and entry.finished
+        and entry.config.effective_batch == effective
+        and entry is not confirmation.lost_tie_break
+    ]
     best = max(keeping, key=lambda entry: entry.median_run_samples_per_s, default=None)
     base = confirmation.baseline
-    if best is None or (base.usable and
-                        best.median_run_samples_per_s <= base.median_run_samples_per_s):
+    if best is None or (
+        base.usable and best.median_run_samples_per_s <= base.median_run_samples_per_s
+    ):
         return base
     return best
 
@@ -71,18 +97,26 @@ def learning_rate_advice(optimizer: str, ratio: float) -> str:
     name = optimizer.lower()
     linear, root = f"{ratio:.3g}x", f"{math.sqrt(ratio):.3g}x"
     if name in _LINEAR_RULE:
-        return (f"{optimizer}: scale the learning rate linearly, by {linear}, with a warm-up; "
-                "a starting point to verify on your own loss curve")
+        return (
+            f"{optimizer}: scale the learning rate linearly, by {linear}, with a warm-up; "
+            "a starting point to verify on your own loss curve"
+        )
     if name in _SQRT_RULE:
-        return (f"{optimizer}: scale the learning rate by the square root of the batch ratio, "
-                f"{root}; a starting point to verify on your own loss curve")
+        return (
+            f"{optimizer}: scale the learning rate by the square root of the batch ratio, "
+            f"{root}; a starting point to verify on your own loss curve"
+        )
     which = f"the optimizer {optimizer}" if optimizer else "an optimizer autotune cannot name"
-    return (f"for {which}: linear scaling ({linear}) is the usual rule for SGD, square-root "
-            f"({root}) for Adam-family optimizers; a starting point to verify")
+    return (
+        f"for {which}: linear scaling ({linear}) is the usual rule for SGD, square-root "
+        f"({root}) for Adam-family optimizers; a starting point to verify"
+    )
 
 
 def batch_answers(
-    confirmation: Confirmation, optimizer: str, forced: bool,
+    confirmation: Confirmation,
+    optimizer: str,
+    forced: bool,
     metrics: Callable[[CandidateRuns], dict[str, Any]],
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """``same_effective_batch`` (the drop-in answer, with ``metrics`` of its confirmation
@@ -91,8 +125,11 @@ def batch_answers(
     winner, base = confirmation.winner, confirmation.baseline
     keep = winner if forced else same_effective_batch_entry(confirmation)
     yours = base.config.effective_batch
-    speedup = (keep.median_run_samples_per_s / base.median_run_samples_per_s
-               if base.usable and base.median_run_samples_per_s else None)
+    speedup = (
+        keep.median_run_samples_per_s / base.median_run_samples_per_s
+        if base.usable and base.median_run_samples_per_s
+        else None
+    )
     same = {
         "effective_batch": keep.config.effective_batch,
         "same_as_recommendation": keep is winner,
@@ -106,27 +143,37 @@ def batch_answers(
     if theirs == yours:
         return same, None
     ratio = theirs / yours
-    return same, {"effective_batch": theirs, "baseline_effective_batch": yours, "ratio": ratio,
-                  "optimizer": optimizer or None,
-                  "learning_rate_advice": learning_rate_advice(optimizer, ratio)}
+    return same, {
+        "effective_batch": theirs,
+        "baseline_effective_batch": yours,
+        "ratio": ratio,
+        "optimizer": optimizer or None,
+        "learning_rate_advice": learning_rate_advice(optimizer, ratio),
+    }
 
 
-def batch_sentence(same: dict[str, Any], change: dict[str, Any] | None,
-                   baseline: dict[str, Any]) -> str:
+def batch_sentence(
+    same: dict[str, Any], change: dict[str, Any] | None, baseline: dict[str, Any]
+) -> str:
     """One sentence for the diagnosis: the trade-off between the two answers. ``baseline``:
     the baseline's public config, so the drop-in answer is told by what it changes."""
     if change is None:
         return ""
     yours = change["baseline_effective_batch"]
-    text = (f" The recommendation trains with an effective batch of "
-            f"{change['effective_batch']} ({change['ratio']:.3g}x your {yours}), which changes "
-            f"the optimisation: {change['learning_rate_advice']}.")
+    text = (
+        f" The recommendation trains with an effective batch of "
+        f"{change['effective_batch']} ({change['ratio']:.3g}x your {yours}), which changes "
+        f"the optimisation: {change['learning_rate_advice']}."
+    )
     if same["forced"]:
         return text + " The search held it there (--effective-batch)."
     if same["is_baseline"]:
         return text + f" No configuration measured faster than yours keeps your {yours}."
-    changes = ", ".join(f"{name}={value}" for name, value in same["config"].items()
-                        if baseline.get(name) != value)
+    changes = ", ".join(
+        f"{name}={value}" for name, value in same["config"].items() if baseline.get(name) != value
+    )
     speedup = f", {same['speedup']:.2f}x the baseline" if same["speedup"] else ""
-    return (text + f" The fastest configuration that keeps your {yours} is your baseline with "
-            f"{changes}{speedup}: a drop-in change.")
+    return (
+        text + f" The fastest configuration that keeps your {yours} is your baseline with "
+        f"{changes}{speedup}: a drop-in change."
+    )

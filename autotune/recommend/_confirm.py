@@ -154,8 +154,9 @@ class Confirmation:
     @property
     def within_noise(self) -> bool:
         """The winner did not beat the baseline in every round: the gain may be noise."""
-        return self.winner is self.baseline or not self.paired_ratios or min(
-            self.paired_ratios) <= 1.0
+        return (
+            self.winner is self.baseline or not self.paired_ratios or min(self.paired_ratios) <= 1.0
+        )
 
 
 def pick_candidates(
@@ -190,14 +191,26 @@ def pick_candidates(
     for run in ranked[:top]:
         if any(prefetch_twin(run.config, faster.config) for faster in picked):
             continue
-        if any(plateau_twin(run.config, speed(run), faster.config, speed(faster),
-                            [speed(between) for between in readings.values()
-                             if _lies_between(between.config, run.config, faster.config)])
-               for faster in picked):
+        if any(
+            plateau_twin(
+                run.config,
+                speed(run),
+                faster.config,
+                speed(faster),
+                [
+                    speed(between)
+                    for between in readings.values()
+                    if _lies_between(between.config, run.config, faster.config)
+                ],
+            )
+            for faster in picked
+        ):
             set_aside.append(run)
             continue
-        closer = next((aside for aside in set_aside
-                       if _along_one_knob(aside.config, run.config, picked)), None)
+        closer = next(
+            (aside for aside in set_aside if _along_one_knob(aside.config, run.config, picked)),
+            None,
+        )
         if closer is not None:
             set_aside.remove(closer)
             set_aside.append(run)
@@ -224,8 +237,9 @@ def _line(config: Config, other: Config) -> tuple[str, str] | None:
 PLATEAU_SHARE = 0.95
 
 
-def plateau_twin(config: Config, speed: float, other: Config, other_speed: float,
-                 between: Sequence[float] = ()) -> bool:
+def plateau_twin(
+    config: Config, speed: float, other: Config, other_speed: float, between: Sequence[float] = ()
+) -> bool:
     """Whether ``config`` differs from ``other``, measured faster, in one knob only and read
     within :data:`PLATEAU_SHARE` of it, as did every point measured between them along that
     knob (``between``, see :func:`_lies_between`): two points of one plateau of the space.
@@ -268,8 +282,7 @@ def _lies_between(config: Config, one: Config, other: Config) -> bool:
         return False
     knob = knobs.pop()
     low, high, value = (getattr(c, knob) for c in (one, other, config))
-    if not all(isinstance(v, int | float) and not isinstance(v, bool)
-               for v in (low, high, value)):
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high, value)):
         return False
     return min(low, high) < value < max(low, high)
 
@@ -331,8 +344,7 @@ def confirm(
     every round goes to a tie-break against it (see ``_tie_break``; ``tie_break_rounds``
     paired rounds, ``rounds`` by default, 0 for none). Returns None when cancelled.
     """
-    entries = [CandidateRuns(config, run_samples=run_samples)
-               for config in (baseline, *candidates)]
+    entries = [CandidateRuns(config, run_samples=run_samples) for config in (baseline, *candidates)]
     base, others = entries[0], entries[1:]
     racing = list(entries)
     rounds_run, limit, decided, added = 0, rounds, None, None
@@ -355,8 +367,9 @@ def confirm(
         last = rounds_run == limit
         if not last:
             racing = let_leave()
-            decided = (_decided(racing, base, race_margin)
-                       if rounds_run >= MIN_ROUNDS_TO_LEAVE else None)
+            decided = (
+                _decided(racing, base, race_margin) if rounds_run >= MIN_ROUNDS_TO_LEAVE else None
+            )
             if decided is None:
                 continue
         # The race would end here.
@@ -377,8 +390,12 @@ def confirm(
         winner = base
     extra = rounds if tie_break_rounds is None else tie_break_rounds
     tried, tie_broken = None, 0
-    if winner is not base and base.usable and extra > 0 and min(
-            _paired_ratios(winner, base), default=0.0) <= 1.0:
+    if (
+        winner is not base
+        and base.usable
+        and extra > 0
+        and min(_paired_ratios(winner, base), default=0.0) <= 1.0
+    ):
         tried, tie_broken = winner, extra
         if on_tie_break is not None:
             on_tie_break(winner.config, extra)
@@ -387,10 +404,18 @@ def confirm(
         if not (winner.usable and base.usable and _reliably_faster(winner, base)):
             winner = base
     ratios = _paired_ratios(winner, base) if winner is not base and base.usable else []
-    return Confirmation(baseline=base, candidates=others, winner=winner, paired_ratios=ratios,
-                        tie_break_rounds=tie_broken, tie_break_candidate=tried,
-                        rounds_run=rounds_run, rounds_planned=rounds, decided_because=decided,
-                        added_round_because=added)
+    return Confirmation(
+        baseline=base,
+        candidates=others,
+        winner=winner,
+        paired_ratios=ratios,
+        tie_break_rounds=tie_broken,
+        tie_break_candidate=tried,
+        rounds_run=rounds_run,
+        rounds_planned=rounds,
+        decided_because=decided,
+        added_round_because=added,
+    )
 
 
 def _round_order(racing: Sequence[CandidateRuns], index: int) -> list[CandidateRuns]:
@@ -406,8 +431,7 @@ def _round_order(racing: Sequence[CandidateRuns], index: int) -> list[CandidateR
     return order[::-1] if index % 2 else order
 
 
-def _decided(racing: Sequence[CandidateRuns], baseline: CandidateRuns,
-             margin: float) -> str | None:
+def _decided(racing: Sequence[CandidateRuns], baseline: CandidateRuns, margin: float) -> str | None:
     """Why both answers are decided, or None while either is not.
 
     Decided when every candidate still racing that no other outran in every round so far (the
@@ -421,8 +445,9 @@ def _decided(racing: Sequence[CandidateRuns], baseline: CandidateRuns,
     others = [entry for entry in racing if entry is not baseline]
     if not others:
         return "every candidate left, only the baseline is racing"
-    keeping = [entry for entry in others
-               if entry.config.effective_batch == baseline.config.effective_batch]
+    keeping = [
+        entry for entry in others if entry.config.effective_batch == baseline.config.effective_batch
+    ]
     front = _front(others)
     if not all(_clearly_ahead(entry, baseline, margin) for entry in front):
         return None
@@ -430,15 +455,20 @@ def _decided(racing: Sequence[CandidateRuns], baseline: CandidateRuns,
         return None
     rounds = len(front[0].runs)
     if len(front) == 1:
-        return (f"one candidate ran faster than every other in each of the {rounds} rounds, "
-                f"and more than {margin:.0%} faster than the baseline")
-    return (f"{len(front)} candidates changed places between the {rounds} rounds and each ran "
-            f"more than {margin:.0%} faster than the baseline in every round: further rounds "
-            "would order them by the noise")
+        return (
+            f"one candidate ran faster than every other in each of the {rounds} rounds, "
+            f"and more than {margin:.0%} faster than the baseline"
+        )
+    return (
+        f"{len(front)} candidates changed places between the {rounds} rounds and each ran "
+        f"more than {margin:.0%} faster than the baseline in every round: further rounds "
+        "would order them by the noise"
+    )
 
 
-def _unsettled(racing: Sequence[CandidateRuns], baseline: CandidateRuns,
-               margin: float) -> str | None:
+def _unsettled(
+    racing: Sequence[CandidateRuns], baseline: CandidateRuns, margin: float
+) -> str | None:
     """Why an answer would rest on a coin toss: the two fastest candidates by the median (of
     all, or of those that keep the baseline's effective batch) ran two rounds each, changed
     places between them (paired), and one's runs lie more than ``margin`` apart; None where
@@ -454,8 +484,9 @@ def _unsettled(racing: Sequence[CandidateRuns], baseline: CandidateRuns,
     (:func:`_decided`).
     """
     others = [entry for entry in racing if entry is not baseline and entry.usable]
-    keeping = [entry for entry in others
-               if entry.config.effective_batch == baseline.config.effective_batch]
+    keeping = [
+        entry for entry in others if entry.config.effective_batch == baseline.config.effective_batch
+    ]
     for group in (others, keeping):
         ranked = sorted(group, key=lambda entry: entry.median_run_samples_per_s, reverse=True)
         if len(ranked) < 2 or len(ranked[0].runs) != 2:
@@ -465,10 +496,12 @@ def _unsettled(racing: Sequence[CandidateRuns], baseline: CandidateRuns,
             continue
         spread = max(_run_spread(first), _run_spread(second))
         if spread > 1 + margin:
-            return (f"the two fastest{'' if group is others else ' that keep the effective batch'}"
-                    f" changed places between the 2 rounds and one's runs lie {spread:.2f}x "
-                    f"apart, more than the {margin:.0%} margin: on medians of two runs, one run "
-                    "in a slow spell of the machine would pick")
+            return (
+                f"the two fastest{'' if group is others else ' that keep the effective batch'}"
+                f" changed places between the 2 rounds and one's runs lie {spread:.2f}x "
+                f"apart, more than the {margin:.0%} margin: on medians of two runs, one run "
+                "in a slow spell of the machine would pick"
+            )
     return None
 
 
@@ -482,7 +515,8 @@ def _clearly_ahead(entry: CandidateRuns, baseline: CandidateRuns, margin: float)
     """More than ``margin`` faster than ``baseline`` in every round (paired); True where the
     baseline's runs are not usable (nothing to compare with)."""
     return not baseline.usable or all(
-        ratio > 1 + margin for ratio in _paired_ratios(entry, baseline))
+        ratio > 1 + margin for ratio in _paired_ratios(entry, baseline)
+    )
 
 
 def _front(entries: Sequence[CandidateRuns]) -> list[CandidateRuns]:
@@ -492,23 +526,25 @@ def _front(entries: Sequence[CandidateRuns]) -> list[CandidateRuns]:
     the lower median too); where there are several, each ran at least as fast as every other
     in some round.
     """
-    return [entry for entry in entries
-            if not any(_behind(entry, other, 0.0) for other in entries)]
+    return [entry for entry in entries if not any(_behind(entry, other, 0.0) for other in entries)]
 
 
 def _paired_ratios(entry: CandidateRuns, baseline: CandidateRuns) -> list[float]:
     """``entry`` / ``baseline`` per round, over the user's run (paired within each round)."""
-    return [entry.over_run(mine) / baseline.over_run(theirs)
-            for mine, theirs in zip(entry.runs, baseline.runs, strict=True)
-            if baseline.over_run(theirs)]
+    return [
+        entry.over_run(mine) / baseline.over_run(theirs)
+        for mine, theirs in zip(entry.runs, baseline.runs, strict=True)
+        if baseline.over_run(theirs)
+    ]
 
 
 def _rounds_won(ratios: Sequence[float]) -> int:
     return sum(ratio > 1.0 for ratio in ratios)
 
 
-def _tie_break(winner: CandidateRuns, baseline: CandidateRuns, rounds: int,
-               measure: ConfirmFn) -> bool:
+def _tie_break(
+    winner: CandidateRuns, baseline: CandidateRuns, rounds: int, measure: ConfirmFn
+) -> bool:
     """Measure ``winner`` and ``baseline`` ``rounds`` more times each, alternating which runs
     first. False when cancelled."""
     for round_index in range(rounds):
@@ -524,12 +560,16 @@ def _tie_break(winner: CandidateRuns, baseline: CandidateRuns, rounds: int,
 def _reliably_faster(winner: CandidateRuns, baseline: CandidateRuns) -> bool:
     """Faster than the baseline in more than half of the paired rounds, and on the median."""
     ratios = _paired_ratios(winner, baseline)
-    return (2 * _rounds_won(ratios) > len(ratios)
-            and winner.median_run_samples_per_s > baseline.median_run_samples_per_s)
+    return (
+        2 * _rounds_won(ratios) > len(ratios)
+        and winner.median_run_samples_per_s > baseline.median_run_samples_per_s
+    )
 
 
 def _leaving(
-    racing: Sequence[CandidateRuns], baseline: CandidateRuns, margin: float,
+    racing: Sequence[CandidateRuns],
+    baseline: CandidateRuns,
+    margin: float,
     judge_speed: bool = True,
 ) -> list[tuple[CandidateRuns, str]]:
     """The candidates that can become neither answer, and why.
@@ -541,8 +581,9 @@ def _leaving(
     be the drop-in answer). The baseline never leaves.
     """
     usable = [entry for entry in racing if entry.usable]
-    keeping = [entry for entry in usable
-               if entry.config.effective_batch == baseline.config.effective_batch]
+    keeping = [
+        entry for entry in usable if entry.config.effective_batch == baseline.config.effective_batch
+    ]
     leader = _fastest(usable)
     leader_keeping = _fastest(keeping)
     leaving = []
@@ -551,13 +592,22 @@ def _leaving(
             continue
         if not entry.usable:
             leaving.append((entry, f"a run ended {entry.runs[-1].outcome}"))
-        elif judge_speed and _behind(entry, leader, margin) and (entry not in keeping
-                                                 or _behind(entry, leader_keeping, margin)):
+        elif (
+            judge_speed
+            and _behind(entry, leader, margin)
+            and (entry not in keeping or _behind(entry, leader_keeping, margin))
+        ):
             assert leader is not None
-            leaving.append((entry, (
-                f"more than {margin:.0%} slower than the fastest in every round "
-                f"({entry.median_run_samples_per_s:,.1f} against "
-                f"{leader.median_run_samples_per_s:,.1f} samples/s, medians)")))
+            leaving.append(
+                (
+                    entry,
+                    (
+                        f"more than {margin:.0%} slower than the fastest in every round "
+                        f"({entry.median_run_samples_per_s:,.1f} against "
+                        f"{leader.median_run_samples_per_s:,.1f} samples/s, medians)"
+                    ),
+                )
+            )
     return leaving
 
 
@@ -569,5 +619,7 @@ def _behind(entry: CandidateRuns, leader: CandidateRuns | None, margin: float) -
     """Slower than ``leader`` by more than ``margin`` in every round both ran (paired)."""
     if leader is None or leader is entry:
         return False
-    return all(entry.over_run(mine) < (1 - margin) * leader.over_run(theirs)
-               for mine, theirs in zip(entry.runs, leader.runs, strict=True))
+    return all(
+        entry.over_run(mine) < (1 - margin) * leader.over_run(theirs)
+        for mine, theirs in zip(entry.runs, leader.runs, strict=True)
+    )

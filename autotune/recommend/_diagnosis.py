@@ -91,13 +91,17 @@ def _wait_evidence(baseline: TrialView, best: TrialView) -> str:
         waits = f"waits {share}"
     if baseline.data_wait_fraction is None:
         return f"{recommendation} {waits}"
-    return (f"the baseline spent {_percent(baseline.data_wait_fraction)} of each step waiting for "
-            f"data with {_loader_settings(baseline.config)}; {recommendation} {waits}")
+    return (
+        f"the baseline spent {_percent(baseline.data_wait_fraction)} of each step waiting for "
+        f"data with {_loader_settings(baseline.config)}; {recommendation} {waits}"
+    )
 
 
 def _input_bound(baseline: TrialView, best: TrialView, device: DeviceInfo) -> _Finding:
-    evidence = (f"{_wait_evidence(baseline, best)}, so even after tuning the model sits idle "
-                "for a large part of every step.")
+    evidence = (
+        f"{_wait_evidence(baseline, best)}, so even after tuning the model sits idle "
+        "for a large part of every step."
+    )
     advice = [
         "keep inputs compact on the host (images as uint8, token ids as int32 rather than "
         "int64) and convert and normalise them on the device, which shrinks both the workers' "
@@ -106,11 +110,14 @@ def _input_bound(baseline: TrialView, best: TrialView, device: DeviceInfo) -> _F
         "tokenisation) instead of repeating it in the loader",
     ]
     if device.is_cuda:
-        advice.append("move decoding and augmentation to the GPU (tensor operations on the "
-                      "device, or NVIDIA DALI), so the CPU workers only read bytes")
+        advice.append(
+            "move decoding and augmentation to the GPU (tensor operations on the "
+            "device, or NVIDIA DALI), so the CPU workers only read bytes"
+        )
     else:
-        advice.append("put the dataset in RAM, or on faster local storage, if reading it is "
-                      "the slow part")
+        advice.append(
+            "put the dataset in RAM, or on faster local storage, if reading it is the slow part"
+        )
     return _Finding("input-bound", evidence, advice)
 
 
@@ -118,34 +125,48 @@ def _memory_bound(best: TrialView, trials: Sequence[TrialView], device: DeviceIn
     ooms = [trial for trial in trials if trial.outcome == "oom"]
     if ooms:
         smallest = min(trial.config.batch_size for trial in ooms)
-        cap = (f"{len(ooms)} of {len(trials)} trials ran out of memory (the smallest failing "
-               f"batch size was {smallest})")
+        cap = (
+            f"{len(ooms)} of {len(trials)} trials ran out of memory (the smallest failing "
+            f"batch size was {smallest})"
+        )
     else:
         cap = "larger batch sizes exceeded the memory budget"
     evidence = f"the batch size stopped at {best.config.batch_size} because {cap}"
     if best.peak_memory_bytes is not None and device.memory_bytes:
-        evidence += (f", and the recommendation already peaks at "
-                     f"{best.peak_memory_bytes / _GIB:.1f} GiB of the device's "
-                     f"{device.memory_bytes / _GIB:.1f} GiB "
-                     f"({_percent(best.peak_memory_bytes / device.memory_bytes)})")
-    advice = ["use gradient checkpointing (torch.utils.checkpoint) on the deepest blocks, which "
-              "recomputes activations in the backward pass instead of storing them"]
+        evidence += (
+            f", and the recommendation already peaks at "
+            f"{best.peak_memory_bytes / _GIB:.1f} GiB of the device's "
+            f"{device.memory_bytes / _GIB:.1f} GiB "
+            f"({_percent(best.peak_memory_bytes / device.memory_bytes)})"
+        )
+    advice = [
+        "use gradient checkpointing (torch.utils.checkpoint) on the deepest blocks, which "
+        "recomputes activations in the backward pass instead of storing them"
+    ]
     if best.config.amp == "off":
-        advice.append("enable mixed precision (bf16 where the hardware has it), which roughly "
-                      "halves activation memory")
-    advice.append("if the optimiser needs a larger batch than fits, accumulate gradients over "
-                  "several micro-batches (--effective-batch) instead of growing the batch")
+        advice.append(
+            "enable mixed precision (bf16 where the hardware has it), which roughly "
+            "halves activation memory"
+        )
+    advice.append(
+        "if the optimiser needs a larger batch than fits, accumulate gradients over "
+        "several micro-batches (--effective-batch) instead of growing the batch"
+    )
     return _Finding("memory-bound", evidence + ".", advice)
 
 
-def _compute_bound(baseline: TrialView, best: TrialView, device: DeviceInfo,
-                   profile: Profile | None) -> _Finding:
+def _compute_bound(
+    baseline: TrialView, best: TrialView, device: DeviceInfo, profile: Profile | None
+) -> _Finding:
     waits = _wait_evidence(baseline, best)
-    was_input_bound = (baseline.data_wait_fraction is not None
-                       and baseline.data_wait_fraction >= INPUT_BOUND_WAIT)
+    was_input_bound = (
+        baseline.data_wait_fraction is not None and baseline.data_wait_fraction >= INPUT_BOUND_WAIT
+    )
     if was_input_bound:
-        evidence = (f"{waits}, so the loader now keeps up (the baseline was input-bound) and "
-                    "the model's own work sets the pace")
+        evidence = (
+            f"{waits}, so the loader now keeps up (the baseline was input-bound) and "
+            "the model's own work sets the pace"
+        )
     elif waits and best.config.num_workers == 0 and best.data_wait_fraction:
         evidence = f"{waits}, and spends the rest in the model's own work"
     elif waits:
@@ -163,23 +184,30 @@ def _compute_bound(baseline: TrialView, best: TrialView, device: DeviceInfo,
         if best.config.amp == "off" and lost is not None:
             advice.append(f"mixed precision does not pay for this model here: {lost}")
         elif best.config.amp == "off" and not device.bf16_native:
-            advice.append("do not expect mixed precision to help: this CPU has no bf16 "
-                          "instructions (AMX or AVX-512 BF16), so bf16 is emulated")
-        advice += ["try torch.compile, which fuses the many small element-wise operations "
-                   "that add up on a CPU",
-                   "beyond that, the large gains are a smaller or pruned model, or a GPU"]
+            advice.append(
+                "do not expect mixed precision to help: this CPU has no bf16 "
+                "instructions (AMX or AVX-512 BF16), so bf16 is emulated"
+            )
+        advice += [
+            "try torch.compile, which fuses the many small element-wise operations "
+            "that add up on a CPU",
+            "beyond that, the large gains are a smaller or pruned model, or a GPU",
+        ]
     elif utilization is not None and utilization < LOW_DEVICE_UTILIZATION:
-        advice = ["remove host synchronisations from the step (loss.item(), .cpu(), printing "
-                  "tensors), or do them every N steps, since each one drains the GPU's queue",
-                  "try torch.compile or CUDA graphs to cut the launch overhead of many small "
-                  "kernels",
-                  "if the optimiser allows, a larger batch gives the GPU more work per launch"]
+        advice = [
+            "remove host synchronisations from the step (loss.item(), .cpu(), printing "
+            "tensors), or do them every N steps, since each one drains the GPU's queue",
+            "try torch.compile or CUDA graphs to cut the launch overhead of many small kernels",
+            "if the optimiser allows, a larger batch gives the GPU more work per launch",
+        ]
     else:
-        advice = ["try torch.compile to fuse element-wise operations",
-                  "keep layer widths and sequence lengths multiples of 8, which tensor cores "
-                  "need to run mixed precision at full speed",
-                  "beyond that, the gains are in the model (fewer or cheaper layers) or in "
-                  "more GPUs with DistributedDataParallel"]
+        advice = [
+            "try torch.compile to fuse element-wise operations",
+            "keep layer widths and sequence lengths multiples of 8, which tensor cores "
+            "need to run mixed precision at full speed",
+            "beyond that, the gains are in the model (fewer or cheaper layers) or in "
+            "more GPUs with DistributedDataParallel",
+        ]
     return _Finding("compute-bound", evidence, advice)
 
 
@@ -188,11 +216,15 @@ def _throughput(baseline: TrialView, best: TrialView) -> str:
         return ""
     if baseline.samples_per_s:
         speedup = best.samples_per_s / baseline.samples_per_s
-        return (f" Throughput goes from {baseline.samples_per_s:,.0f} to "
-                f"{best.samples_per_s:,.0f} samples/s ({speedup:.2f}x).")
+        return (
+            f" Throughput goes from {baseline.samples_per_s:,.0f} to "
+            f"{best.samples_per_s:,.0f} samples/s ({speedup:.2f}x)."
+        )
     failure = _FAILURES.get(baseline.outcome, f"did not finish ({baseline.outcome})")
-    return (f" The baseline {failure}; the recommendation trains at "
-            f"{best.samples_per_s:,.0f} samples/s.")
+    return (
+        f" The baseline {failure}; the recommendation trains at "
+        f"{best.samples_per_s:,.0f} samples/s."
+    )
 
 
 def _precision(amp: str) -> str:
@@ -211,19 +243,25 @@ def ceiling_numbers(profile: Profile) -> str | None:
     large = profile.loader_large_batch
     timed_again = []
     if large is not None:
-        timed_again.append(f"{large.samples_per_s:,.0f} at batch "
-                           f"{profile.loader_large_batch_size} with {_workers(large.num_workers)}")
+        timed_again.append(
+            f"{large.samples_per_s:,.0f} at batch "
+            f"{profile.loader_large_batch_size} with {_workers(large.num_workers)}"
+        )
     ahead = profile.loader_prefetch
     if ahead is not None:
         one = profile.loader_one_ahead
-        timed_again.append(f"{ahead.samples_per_s:,.0f} with {_workers(ahead.num_workers)} "
-                           f"{ahead.prefetch_factor} batches ahead each"
-                           + (f", {one.samples_per_s:,.0f} with one" if one is not None else ""))
+        timed_again.append(
+            f"{ahead.samples_per_s:,.0f} with {_workers(ahead.num_workers)} "
+            f"{ahead.prefetch_factor} batches ahead each"
+            + (f", {one.samples_per_s:,.0f} with one" if one is not None else "")
+        )
     again = f" ({'; '.join(timed_again)})" if timed_again else ""
-    return (f"the step alone reaches {step.samples_per_s:,.0f} samples/s at batch "
-            f"{step.batch_size} in {_precision(step.amp)}{layout}; the loader at best "
-            f"{loader.samples_per_s:,.0f} samples/s with {_workers(loader.num_workers)} at "
-            f"batch {profile.loader_batch_size}{again}")
+    return (
+        f"the step alone reaches {step.samples_per_s:,.0f} samples/s at batch "
+        f"{step.batch_size} in {_precision(step.amp)}{layout}; the loader at best "
+        f"{loader.samples_per_s:,.0f} samples/s with {_workers(loader.num_workers)} at "
+        f"batch {profile.loader_batch_size}{again}"
+    )
 
 
 def _workers(count: int) -> str:
@@ -239,7 +277,7 @@ FIXED_COST_BATCHES = 8
 
 
 def _fixed_cost_evidence(profile: Profile, step: StepPoint) -> str | None:
-    """"X ms at batch b, Y ms at B" when the step's time hardly grows with its batch."""
+    """ "X ms at batch b, Y ms at B" when the step's time hardly grows with its batch."""
     ran = [p for p in profile.step_points(step.amp, step.channels_last) if p.samples_per_s]
     smaller = [p for p in ran if p.batch_size * FIXED_COST_BATCHES <= step.batch_size]
     if not smaller or not step.samples_per_s:
@@ -253,7 +291,7 @@ def _fixed_cost_evidence(profile: Profile, step: StepPoint) -> str | None:
 
 
 def _mixed_precision_lost(profile: Profile | None) -> str | None:
-    """"X samples/s at best in bf16 against Y in fp32" when the profile stepped in a reduced
+    """ "X samples/s at best in bf16 against Y in fp32" when the profile stepped in a reduced
     precision and fp32 stayed the fastest; None when it did not measure one, or one won."""
     curves = profile.step_curves() if profile is not None else []
     best = max(curves, key=lambda p: p.samples_per_s or 0.0, default=None)
@@ -261,8 +299,10 @@ def _mixed_precision_lost(profile: Profile | None) -> str | None:
     if best is None or best.amp != "off" or not reduced:
         return None
     fastest = max(reduced, key=lambda p: p.samples_per_s or 0.0)
-    return (f"the step alone reached at best {fastest.samples_per_s:,.0f} samples/s in "
-            f"{fastest.amp} against {best.samples_per_s:,.0f} in fp32")
+    return (
+        f"the step alone reached at best {fastest.samples_per_s:,.0f} samples/s in "
+        f"{fastest.amp} against {best.samples_per_s:,.0f} in fp32"
+    )
 
 
 def _raise_ceiling(profile: Profile, loader_bounds: bool) -> str:
@@ -272,18 +312,24 @@ def _raise_ceiling(profile: Profile, loader_bounds: bool) -> str:
     if loader_bounds:
         cores_busy = loader.samples_per_s * loader.cpu_s_per_sample
         if cores_busy >= 0.8 * profile.cpu_count:
-            return (f"the loader bounds it and keeps {cores_busy:.1f} of {profile.cpu_count} "
-                    "cores busy: more CPU cores, or a cheaper input pipeline, would raise it")
-        return (f"the loader bounds it with {cores_busy:.1f} of {profile.cpu_count} cores busy, "
-                "so it waits on storage or on passing batches between processes: faster "
-                "storage, more workers than were tried, or fewer, larger reads would raise it")
+            return (
+                f"the loader bounds it and keeps {cores_busy:.1f} of {profile.cpu_count} "
+                "cores busy: more CPU cores, or a cheaper input pipeline, would raise it"
+            )
+        return (
+            f"the loader bounds it with {cores_busy:.1f} of {profile.cpu_count} cores busy, "
+            "so it waits on storage or on passing batches between processes: faster "
+            "storage, more workers than were tried, or fewer, larger reads would raise it"
+        )
     largest = max((p.batch_size for p in profile.step if p.amp == step.amp), default=0)
     fixed = _fixed_cost_evidence(profile, step)
     if profile.device_type == "cuda" and fixed is not None:
-        return (f"the step bounds it, and its time hardly grows with the batch ({fixed}): "
-                "fixed costs per step, kernel launches above all, dominate, so a larger batch, "
-                "CUDA graphs (torch.compile's max-autotune captures them) or fused kernels "
-                "would raise it")
+        return (
+            f"the step bounds it, and its time hardly grows with the batch ({fixed}): "
+            "fixed costs per step, kernel launches above all, dominate, so a larger batch, "
+            "CUDA graphs (torch.compile's max-autotune captures them) or fused kernels "
+            "would raise it"
+        )
     advice = []
     if step.amp == "off" and _mixed_precision_lost(profile) is None:
         advice.append("mixed precision (where the hardware runs it natively)")
@@ -298,8 +344,9 @@ def _raise_ceiling(profile: Profile, loader_bounds: bool) -> str:
 ABOVE_THE_CEILING = 1.1
 
 
-def ceiling_sentence(profile: Profile, best: TrialView,
-                     trials: Sequence[TrialView] = ()) -> str | None:
+def ceiling_sentence(
+    profile: Profile, best: TrialView, trials: Sequence[TrialView] = ()
+) -> str | None:
     """The ceiling in numbers, the recommendation's share of it, and what would raise it.
 
     The share compares like with like: the two bounds at the recommendation's own batch size,
@@ -316,26 +363,42 @@ def ceiling_sentence(profile: Profile, best: TrialView,
     in_turn = best.config.num_workers == 0
     # Workers load beside the step: the slower of the two sets the pace. Without workers the
     # main process loads each batch, then steps on it: their times add.
-    bound = (1.0 / (1.0 / step_at + 1.0 / loader_at) if in_turn and step_at > 0 < loader_at
-             else min(step_at, loader_at))
+    bound = (
+        1.0 / (1.0 / step_at + 1.0 / loader_at)
+        if in_turn and step_at > 0 < loader_at
+        else min(step_at, loader_at)
+    )
     share = ""
     if best.samples_per_s is not None and bound > 0:
-        loader = (f"with {_workers(best.config.num_workers)}" if best.config.num_workers
-                  else "in the main process")
-        above = (": the profile underestimates this configuration"
-                 if best.samples_per_s > ABOVE_THE_CEILING * bound else "")
-        of = (f"of the {bound:,.0f} they reach in turn (without workers the main process "
-              "loads each batch, then steps on it)" if in_turn else "of the lower")
-        share = (f". At the recommendation's batch {best.config.batch_size} the profile "
-                 f"predicts the step, taking in each batch, at {step_at:,.0f} samples/s and "
-                 f"the loader {loader} at {loader_at:,.0f}; the recommendation reaches "
-                 f"{best.samples_per_s:,.0f} samples/s = {best.samples_per_s / bound:.0%} "
-                 f"{of}{above}")
+        loader = (
+            f"with {_workers(best.config.num_workers)}"
+            if best.config.num_workers
+            else "in the main process"
+        )
+        above = (
+            ": the profile underestimates this configuration"
+            if best.samples_per_s > ABOVE_THE_CEILING * bound
+            else ""
+        )
+        of = (
+            f"of the {bound:,.0f} they reach in turn (without workers the main process "
+            "loads each batch, then steps on it)"
+            if in_turn
+            else "of the lower"
+        )
+        share = (
+            f". At the recommendation's batch {best.config.batch_size} the profile "
+            f"predicts the step, taking in each batch, at {step_at:,.0f} samples/s and "
+            f"the loader {loader} at {loader_at:,.0f}; the recommendation reaches "
+            f"{best.samples_per_s:,.0f} samples/s = {best.samples_per_s / bound:.0%} "
+            f"{of}{above}"
+        )
     advice = _raise_ceiling(profile, loader_bounds=loader_at < step_at)
     if in_turn and math.isfinite(loader_at) and loader_at > 0 < step_at:
-        advice += (f"; loading in the main process takes {step_at / (step_at + loader_at):.0%} "
-                   "of each step"
-                   + _with_workers(trials, best, profile.device_type == "cpu"))
+        advice += (
+            f"; loading in the main process takes {step_at / (step_at + loader_at):.0%} "
+            "of each step" + _with_workers(trials, best, profile.device_type == "cpu")
+        )
     return f"Ceiling: {numbers}{share}. {advice[0].upper()}{advice[1:]}."
 
 
@@ -343,19 +406,27 @@ def _with_workers(trials: Sequence[TrialView], best: TrialView, on_cpu: bool) ->
     """What loader workers did for a recommendation without them: the fastest configuration
     the search measured with workers, or that workers would take the loading off the training
     thread where it measured none."""
-    measured = [t for t in trials if t.config.num_workers > 0 and t.outcome == "ok"
-                and t.samples_per_s]
+    measured = [
+        t for t in trials if t.config.num_workers > 0 and t.outcome == "ok" and t.samples_per_s
+    ]
     if not measured:
-        return (": DataLoader workers would take it off the training thread, where there are "
-                "cores to spare for them")
+        return (
+            ": DataLoader workers would take it off the training thread, where there are "
+            "cores to spare for them"
+        )
     fastest = max(measured, key=lambda t: t.samples_per_s or 0.0)
     rate = fastest.samples_per_s or 0.0
-    verdict = (", and workers did not win it back here" if best.samples_per_s is not None
-               and rate < best.samples_per_s else "")
-    return (f"{verdict}: the fastest configuration the search measured with workers "
-            f"({_loader_settings(fastest.config)}, batch {fastest.config.batch_size}) trained "
-            f"at {rate:,.0f} samples/s in one run"
-            + (", its workers sharing the cores with the step" if on_cpu else ""))
+    verdict = (
+        ", and workers did not win it back here"
+        if best.samples_per_s is not None and rate < best.samples_per_s
+        else ""
+    )
+    return (
+        f"{verdict}: the fastest configuration the search measured with workers "
+        f"({_loader_settings(fastest.config)}, batch {fastest.config.batch_size}) trained "
+        f"at {rate:,.0f} samples/s in one run"
+        + (", its workers sharing the cores with the step" if on_cpu else "")
+    )
 
 
 def diagnose(
@@ -394,5 +465,6 @@ def diagnose(
     advice = " What the settings cannot fix: " + "; ".join(finding.advice[:3]) + "."
     ceiling = ceiling_sentence(profile, best, trials) if profile is not None else None
     ceiling_text = f" {ceiling}" if ceiling else ""
-    return (f"Verdict: {finding.verdict}. {evidence}{_throughput(baseline, best)}{ceiling_text}"
-            f"{advice}")
+    return (
+        f"Verdict: {finding.verdict}. {evidence}{_throughput(baseline, best)}{ceiling_text}{advice}"
+    )

@@ -48,23 +48,31 @@ def speedup_sentence(confirmation: Confirmation) -> str:
     """The verdict in one sentence, saying plainly when it is within noise."""
     speedup = confirmation.speedup
     if speedup is None:
-        return ("The baseline itself failed or broke the memory budget when re-measured, so no "
-                "speedup over it can be given.")
+        return (
+            "The baseline itself failed or broke the memory budget when re-measured, so no "
+            "speedup over it can be given."
+        )
     lost = confirmation.lost_tie_break
     if lost is not None:
         ratios = confirmation.ratios_of(lost)
-        return (f"The fastest candidate was faster than the baseline in only "
-                f"{confirmation.rounds_won(lost)} of "
-                f"{len(ratios)} paired rounds (median {statistics.median(ratios):.2f}x), which "
-                "is within the noise of this machine; keep your current settings.")
+        return (
+            f"The fastest candidate was faster than the baseline in only "
+            f"{confirmation.rounds_won(lost)} of "
+            f"{len(ratios)} paired rounds (median {statistics.median(ratios):.2f}x), which "
+            "is within the noise of this machine; keep your current settings."
+        )
     if confirmation.winner is confirmation.baseline:
-        return ("No candidate beat the baseline when re-measured side by side; keep your "
-                "current settings.")
+        return (
+            "No candidate beat the baseline when re-measured side by side; keep your "
+            "current settings."
+        )
     ratios = confirmation.paired_ratios
     spread = f" (per-round ratios {min(ratios):.2f}x to {max(ratios):.2f}x)" if ratios else ""
     if confirmation.within_noise:
-        return (f"The recommendation measured {speedup:.2f}x the baseline{spread}, which is "
-                "within the noise of this machine: it is not reliably faster.")
+        return (
+            f"The recommendation measured {speedup:.2f}x the baseline{spread}, which is "
+            "within the noise of this machine: it is not reliably faster."
+        )
     return f"The recommendation is {speedup:.2f}x faster than the baseline{spread}."
 
 
@@ -99,8 +107,7 @@ def widest_run_spread(confirmation: Confirmation) -> RunSpread | None:
     lie furthest apart; None when none has two."""
     widest: RunSpread | None = None
     for entry in (confirmation.baseline, *confirmation.candidates):
-        rates = [run.samples_per_s for run in entry.runs
-                 if run.usable and run.samples_per_s]
+        rates = [run.samples_per_s for run in entry.runs if run.usable and run.samples_per_s]
         if len(rates) < 2:
             continue
         spread = RunSpread(entry, min(rates), max(rates))
@@ -113,8 +120,13 @@ def _run_spread_entry(confirmation: Confirmation) -> dict[str, Any] | None:
     spread = widest_run_spread(confirmation)
     if spread is None:
         return None
-    return {"config": spread.entry.config.public_dict(), "min": spread.low, "max": spread.high,
-            "ratio": spread.ratio, "unsteady": spread.unsteady}
+    return {
+        "config": spread.entry.config.public_dict(),
+        "min": spread.low,
+        "max": spread.high,
+        "ratio": spread.ratio,
+        "unsteady": spread.unsteady,
+    }
 
 
 def steadiness_sentence(confirmation: Confirmation) -> str:
@@ -123,14 +135,20 @@ def steadiness_sentence(confirmation: Confirmation) -> str:
     spread = widest_run_spread(confirmation)
     if spread is None or not spread.unsteady:
         return ""
-    which = ("the baseline" if spread.entry is confirmation.baseline
-             else "the recommendation" if spread.entry is confirmation.winner
-             else "a candidate")
-    return (f" This machine's speed moved while the job ran: one configuration's runs "
-            f"measured up to {spread.ratio:.2f}x apart ({which}: {spread.low:,.0f} to "
-            f"{spread.high:,.0f} samples/s), so any single figure here carries that spread, "
-            "the profile's predictions (timed in its first seconds) included; the per-round "
-            "ratios compare runs made side by side.")
+    which = (
+        "the baseline"
+        if spread.entry is confirmation.baseline
+        else "the recommendation"
+        if spread.entry is confirmation.winner
+        else "a candidate"
+    )
+    return (
+        f" This machine's speed moved while the job ran: one configuration's runs "
+        f"measured up to {spread.ratio:.2f}x apart ({which}: {spread.low:,.0f} to "
+        f"{spread.high:,.0f} samples/s), so any single figure here carries that spread, "
+        "the profile's predictions (timed in its first seconds) included; the per-round "
+        "ratios compare runs made side by side."
+    )
 
 
 def compile_sentence(confirmation: Confirmation) -> str:
@@ -141,9 +159,11 @@ def compile_sentence(confirmation: Confirmation) -> str:
     if not compile_s:
         return ""
     run = f"a run of {winner.run_samples:,} samples" if winner.run_samples else "the run"
-    return (f" It compiles with torch.compile ({winner.config.compile}) for {compile_s:.1f} s "
-            f"first, charged against {run}: {winner.median_run_samples_per_s:,.1f} samples/s "
-            f"over the run, {winner.median_samples_per_s:,.1f} samples/s once compiled.")
+    return (
+        f" It compiles with torch.compile ({winner.config.compile}) for {compile_s:.1f} s "
+        f"first, charged against {run}: {winner.median_run_samples_per_s:,.1f} samples/s "
+        f"over the run, {winner.median_samples_per_s:,.1f} samples/s once compiled."
+    )
 
 
 def build_document(
@@ -172,11 +192,16 @@ def build_document(
     """
     winner, baseline = confirmation.winner, confirmation.baseline
     diagnosis = diagnose(
-        _view(baseline), _view(winner), [TrialView.of(run) for run in search_runs], device,
-        memory_limited, profile,
+        _view(baseline),
+        _view(winner),
+        [TrialView.of(run) for run in search_runs],
+        device,
+        memory_limited,
+        profile,
     )
-    same_batch, batch_change = batch_answers(confirmation, optimizer, effective_batch_forced,
-                                             _metrics)
+    same_batch, batch_change = batch_answers(
+        confirmation, optimizer, effective_batch_forced, _metrics
+    )
     diagnosis += batch_sentence(same_batch, batch_change, baseline.config.public_dict())
     ratios = confirmation.paired_ratios
     return {
@@ -200,23 +225,32 @@ def build_document(
         # The rounds the confirmation ran of the most it could, why it ended before them
         # (null when it ran them all), and why it ran a round it would have skipped (null
         # when it did not).
-        "confirmation_rounds": {"run": confirmation.rounds_run,
-                                "planned": confirmation.rounds_planned,
-                                "decided_early": confirmation.decided_because,
-                                "added": confirmation.added_round_because},
+        "confirmation_rounds": {
+            "run": confirmation.rounds_run,
+            "planned": confirmation.rounds_planned,
+            "decided_early": confirmation.decided_because,
+            "added": confirmation.added_round_because,
+        },
         # The extra paired rounds of a winner that did not beat the baseline every round.
         "tie_break": _tie_break_entry(confirmation),
-        "verdict": (speedup_sentence(confirmation) + compile_sentence(confirmation)
-                    + steadiness_sentence(confirmation)),
+        "verdict": (
+            speedup_sentence(confirmation)
+            + compile_sentence(confirmation)
+            + steadiness_sentence(confirmation)
+        ),
         "trials": trial_counts,
         "diagnosis": diagnosis,
         "exports": exports(winner.config, device),
         "candidates": [
-            {"config": entry.config.public_dict(), "metrics": _metrics(entry),
-             "usable": entry.usable,
-             # Null for a candidate that ran every round; else when it left the race, and why.
-             "left_race": None if entry.finished else {
-                 "after_round": entry.left_after_round, "because": entry.left_because}}
+            {
+                "config": entry.config.public_dict(),
+                "metrics": _metrics(entry),
+                "usable": entry.usable,
+                # Null for a candidate that ran every round; else when it left the race, and why.
+                "left_race": None
+                if entry.finished
+                else {"after_round": entry.left_after_round, "because": entry.left_because},
+            }
             for entry in confirmation.candidates
         ],
         "memory_budget_bytes": memory_budget_bytes,
@@ -237,6 +271,10 @@ def _tie_break_entry(confirmation: Confirmation) -> dict[str, Any] | None:
     if entry is None:
         return None
     ratios = confirmation.ratios_of(entry)
-    return {"config": entry.config.public_dict(), "added_rounds": confirmation.tie_break_rounds,
-            "paired_rounds": len(ratios), "faster_rounds": confirmation.rounds_won(entry),
-            "kept": entry is confirmation.winner}
+    return {
+        "config": entry.config.public_dict(),
+        "added_rounds": confirmation.tie_break_rounds,
+        "paired_rounds": len(ratios),
+        "faster_rounds": confirmation.rounds_won(entry),
+        "kept": entry is confirmation.winner,
+    }

@@ -79,8 +79,11 @@ OPTIONAL: dict[str, str] = {
 _MISSING = object()
 
 #: Knobs a v1 document written before they existed lacks, and the value it was measured with.
-KNOBS_ADDED_LATER: dict[str, Any] = {"compile": "off", "retain_freed_memory": False,
-                                     "intra_op_threads": None}
+KNOBS_ADDED_LATER: dict[str, Any] = {
+    "compile": "off",
+    "retain_freed_memory": False,
+    "intra_op_threads": None,
+}
 
 
 def _is_int(value: Any) -> bool:
@@ -122,19 +125,25 @@ def read_config(section: Any, where: str) -> Config:
     as elsewhere in the document.
     """
     if not isinstance(section, dict):
-        raise ConfigError(f"the recommendation's {where!r} must be an object of knob values; "
-                          "regenerate the file with autotune")
+        raise ConfigError(
+            f"the recommendation's {where!r} must be an object of knob values; "
+            "regenerate the file with autotune"
+        )
     section = {**KNOBS_ADDED_LATER, **section}
     missing = [name for name in Config.model_fields if name not in section]
     if missing:
-        raise ConfigError(f"the recommendation's {where!r} lacks the knob(s) "
-                          f"{', '.join(missing)}; regenerate the file with autotune")
+        raise ConfigError(
+            f"the recommendation's {where!r} lacks the knob(s) "
+            f"{', '.join(missing)}; regenerate the file with autotune"
+        )
     try:
         return Config.model_validate({name: section[name] for name in Config.model_fields})
     except ValidationError as error:
         knob, message = first_validation_error(error)
-        raise ConfigError(f"the recommendation's {where}.{knob} is invalid ({message}); "
-                          "regenerate the file with autotune") from None
+        raise ConfigError(
+            f"the recommendation's {where}.{knob} is invalid ({message}); "
+            "regenerate the file with autotune"
+        ) from None
 
 
 def validate_recommendation(doc: Any) -> None:
@@ -144,22 +153,30 @@ def validate_recommendation(doc: Any) -> None:
     than one about a missing key.
     """
     if not isinstance(doc, dict):
-        raise ConfigError(f"a recommendation must be a JSON object, not {type(doc).__name__}; "
-                          "pass a recommendation file written by autotune")
+        raise ConfigError(
+            f"a recommendation must be a JSON object, not {type(doc).__name__}; "
+            "pass a recommendation file written by autotune"
+        )
     schema = doc.get("schema", _MISSING)
     if schema is not _MISSING and schema != SCHEMA:
-        raise ConfigError(f"the document's schema is {schema!r}, not {SCHEMA!r}; "
-                          "pass a recommendation file written by autotune")
+        raise ConfigError(
+            f"the document's schema is {schema!r}, not {SCHEMA!r}; "
+            "pass a recommendation file written by autotune"
+        )
     for path, kind in (*REQUIRED.items(), *OPTIONAL.items()):
         value = _lookup(doc, path)
         if value is _MISSING and path in OPTIONAL:
             continue
         if value is _MISSING:
-            raise ConfigError(f"the recommendation lacks the required key {path!r}; "
-                              "regenerate the file with autotune")
+            raise ConfigError(
+                f"the recommendation lacks the required key {path!r}; "
+                "regenerate the file with autotune"
+            )
         if not _CHECKS[kind](value):
-            raise ConfigError(f"the recommendation's {path!r} must be {kind}, not "
-                              f"{type(value).__name__} {value!r:.40}; "
-                              "regenerate the file with autotune")
+            raise ConfigError(
+                f"the recommendation's {path!r} must be {kind}, not "
+                f"{type(value).__name__} {value!r:.40}; "
+                "regenerate the file with autotune"
+            )
     read_config(doc["config"], "config")
     read_config(doc["baseline"]["config"], "baseline.config")

@@ -33,8 +33,11 @@ def _plotly_js() -> Asset:
     import plotly
     from plotly.offline import get_plotlyjs
 
-    return Asset(f"plotly-{plotly.__version__}.min.js", get_plotlyjs().encode(),
-                 "text/javascript; charset=utf-8")
+    return Asset(
+        f"plotly-{plotly.__version__}.min.js",
+        get_plotlyjs().encode(),
+        "text/javascript; charset=utf-8",
+    )
 
 
 def _own(name: str, media_type: str) -> Asset:

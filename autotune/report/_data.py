@@ -68,8 +68,10 @@ def job_page_data(session: Session, job_id: int) -> dict[str, Any]:
             "device_class": job.device_class,
             "measurement_set": job.measurement_set,
             "profile": public_profile(job.profile),
-            **{name: _plain(getattr(job, name))
-               for name in ("created_at", "started_at", "finished_at")},
+            **{
+                name: _plain(getattr(job, name))
+                for name in ("created_at", "started_at", "finished_at")
+            },
         },
         "trials": _trials(session, job_id),
         "recommendation": job.recommendation,

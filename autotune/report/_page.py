@@ -21,21 +21,28 @@ ASSETS_PATH = "/assets"
 
 def _render(view: View, title: str, head: str, tail: str, job_id: int | None) -> str:
     attributes = f'data-view="{view}"' + (f' data-job="{job_id}"' if job_id else "")
-    return (static_text("page.html")
-            .replace("<!--title-->", html.escape(title))
-            .replace("<!--head-->", head)
-            .replace('data-view=""', attributes)
-            .replace("<!--tail-->", tail))
+    return (
+        static_text("page.html")
+        .replace("<!--title-->", html.escape(title))
+        .replace("<!--head-->", head)
+        .replace('data-view=""', attributes)
+        .replace("<!--tail-->", tail)
+    )
 
 
 def service_page(view: View, job_id: int | None = None) -> str:
     """The live page the service serves: its script reads the job through the ``/v1`` API."""
     names = asset_names()
-    title = {"jobs": "autotune jobs", "job": f"autotune job {job_id}",
-             "compare": "autotune: compare jobs"}[view]
+    title = {
+        "jobs": "autotune jobs",
+        "job": f"autotune job {job_id}",
+        "compare": "autotune: compare jobs",
+    }[view]
     head = f'<link rel="stylesheet" href="{ASSETS_PATH}/{names["page.css"]}">'
-    tail = (f'<script src="{ASSETS_PATH}/{names["plotly"]}"></script>\n'
-            f'<script src="{ASSETS_PATH}/{names["page.js"]}"></script>')
+    tail = (
+        f'<script src="{ASSETS_PATH}/{names["plotly"]}"></script>\n'
+        f'<script src="{ASSETS_PATH}/{names["page.js"]}"></script>'
+    )
     return _render(view, title, head, tail, job_id)
 
 
@@ -52,8 +59,10 @@ def report_page(data: dict[str, Any]) -> str:
     """
     job = data["job"]
     head = f"<style>\n{inline('page.css')}\n</style>"
-    tail = (f'<script type="application/json" id="autotune-data">{_script_json(data)}</script>\n'
-            f"<script>\n{inline('plotly')}\n</script>\n<script>\n{inline('page.js')}\n</script>")
+    tail = (
+        f'<script type="application/json" id="autotune-data">{_script_json(data)}</script>\n'
+        f"<script>\n{inline('plotly')}\n</script>\n<script>\n{inline('page.js')}\n</script>"
+    )
     return _render("job", f"autotune job {job['id']}: {job['workload']}", head, tail, job["id"])
 
 

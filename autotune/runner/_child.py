@@ -71,9 +71,11 @@ def _device(request: dict[str, Any]) -> torch.device:
         if requested == request["device"]:
             raise
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        raise ConfigError(f"--device {requested}: no such CUDA device is visible (the trial "
-                          f"process got CUDA_VISIBLE_DEVICES={visible!r}); pick an index of a "
-                          "GPU that nvidia-smi lists") from None
+        raise ConfigError(
+            f"--device {requested}: no such CUDA device is visible (the trial "
+            f"process got CUDA_VISIBLE_DEVICES={visible!r}); pick an index of a "
+            "GPU that nvidia-smi lists"
+        ) from None
 
 
 def _optimizer_name(workload: Workload) -> str:
@@ -107,13 +109,16 @@ def probe(request: dict[str, Any], emit: EventWriter) -> None:
         idle_host_memory_bytes=psutil.Process().memory_info().rss,
         optimizer=_optimizer_name(workload),
     )
-    emit({
-        "event": "probe",
-        "device": device_info(device).model_copy(update={
-            "compile_unavailable": compile_unavailable(device.type)}).model_dump(),
-        "workload": info.model_dump(),
-        "fingerprint": fingerprint(device),
-    })
+    emit(
+        {
+            "event": "probe",
+            "device": device_info(device)
+            .model_copy(update={"compile_unavailable": compile_unavailable(device.type)})
+            .model_dump(),
+            "workload": info.model_dump(),
+            "fingerprint": fingerprint(device),
+        }
+    )
 
 
 def _cap_device_memory(device: torch.device, budget: int | None) -> None:

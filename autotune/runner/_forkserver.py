@@ -54,11 +54,15 @@ def _preload(workload: str) -> str | None:
     except AutotuneError as exc:
         return f"the workload's module cannot be imported here ({exc})"
     if torch.cuda.is_initialized():
-        return ("importing the workload's module initialised CUDA, which a forked process "
-                "cannot use; move device work from import time into the workload's factories")
+        return (
+            "importing the workload's module initialised CUDA, which a forked process "
+            "cannot use; move device work from import time into the workload's factories"
+        )
     if threading.active_count() > 1:
-        return ("importing the workload's module started threads, which a forked process "
-                "would lack; start them in the workload's factories instead")
+        return (
+            "importing the workload's module started threads, which a forked process "
+            "would lack; start them in the workload's factories instead"
+        )
     return None
 
 
@@ -73,8 +77,9 @@ def _reap(sock: socket.socket) -> None:
         send(sock, {"exited": pid, "returncode": os.waitstatus_to_exitcode(status)})
 
 
-def _fork(sock: socket.socket, wakeup: tuple[int, int], message: dict[str, Any],
-          fds: list[int]) -> int:
+def _fork(
+    sock: socket.socket, wakeup: tuple[int, int], message: dict[str, Any], fds: list[int]
+) -> int:
     """Fork one trial process; return its pid once it leads its own session."""
     log_fd, result_fd = fds
     sync_read, sync_write = os.pipe()

@@ -75,8 +75,10 @@ def fork_server_wanted(environ: Mapping[str, str]) -> str | None:
     """Why trials must start without the fork server here, or None when it may be used."""
     start = environ.get(START_ENV, "fork").strip().lower() or "fork"
     if start not in ("fork", "exec"):
-        raise ConfigError(f"{START_ENV}={environ[START_ENV]!r} is not a way to start trials; "
-                          "set it to 'fork' (the default) or 'exec'")
+        raise ConfigError(
+            f"{START_ENV}={environ[START_ENV]!r} is not a way to start trials; "
+            "set it to 'fork' (the default) or 'exec'"
+        )
     if start == "exec":
         return f"{START_ENV}=exec"
     if sys.platform != "linux":
@@ -90,14 +92,25 @@ class _Server:
     def __init__(self, workload: str, environment: Mapping[str, str]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.output = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **environment,
-                   **{SOCKET_FD_ENV: str(theirs.fileno()), WORKLOAD_ENV: workload,
-                      "AUTOTUNE_TRIAL_PARENT_PID": str(os.getpid())})
+        env = dict(
+            os.environ,
+            PYTHONUNBUFFERED="1",
+            **environment,
+            **{
+                SOCKET_FD_ENV: str(theirs.fileno()),
+                WORKLOAD_ENV: workload,
+                "AUTOTUNE_TRIAL_PARENT_PID": str(os.getpid()),
+            },
+        )
         env.pop(RESULT_FD_ENV, None)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "autotune.runner._forkserver"],
-            stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT,
-            pass_fds=(theirs.fileno(),), env=env, start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=self.output,
+            stderr=subprocess.STDOUT,
+            pass_fds=(theirs.fileno(),),
+            env=env,
+            start_new_session=True,
         )
         theirs.close()
         self.sock = ours
@@ -131,8 +144,11 @@ class _Server:
 
     def _output_tail(self) -> str:
         self.output.seek(0)
-        lines = [line for line in self.output.read().decode(errors="replace").splitlines()
-                 if line.strip()]
+        lines = [
+            line
+            for line in self.output.read().decode(errors="replace").splitlines()
+            if line.strip()
+        ]
         return lines[-1].strip() if lines else f"it exited with code {self.process.poll()}"
 
     def _read(self) -> None:
@@ -220,8 +236,13 @@ class TrialLauncher:
         """The fork server's pid, once started."""
         return self._server.process.pid if self._server is not None else None
 
-    def fork(self, request: dict[str, Any], environment: Mapping[str, str], log: IO[bytes],
-             result_fd: int) -> ForkedProcess | None:
+    def fork(
+        self,
+        request: dict[str, Any],
+        environment: Mapping[str, str],
+        log: IO[bytes],
+        result_fd: int,
+    ) -> ForkedProcess | None:
         """Fork a trial process for ``request``; None when it must start the old way."""
         with self._lock:
             if self.unavailable is None:

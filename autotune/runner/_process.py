@@ -123,8 +123,10 @@ def _start(request: dict[str, Any]) -> _Run:
             log.close()
             raise
         if process is None:
-            log.write(f"autotune: trial started as a new interpreter, not forked from the "
-                      f"warm server: {launcher.unavailable or 'the server stopped'}\n".encode())
+            log.write(
+                f"autotune: trial started as a new interpreter, not forked from the "
+                f"warm server: {launcher.unavailable or 'the server stopped'}\n".encode()
+            )
             log.flush()
     if process is None:
         process = _exec(request, target.environment(), log, write_fd)
@@ -137,12 +139,17 @@ def _start(request: dict[str, Any]) -> _Run:
     return _Run(process=process, log=log, events=events, started=time.monotonic())
 
 
-def _exec(request: dict[str, Any], environment: dict[str, str], log: IO[bytes],
-          write_fd: int) -> subprocess.Popen[bytes]:
+def _exec(
+    request: dict[str, Any], environment: dict[str, str], log: IO[bytes], write_fd: int
+) -> subprocess.Popen[bytes]:
     """Start ``python -m autotune.runner._child`` (the start without the fork server)."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **{RESULT_FD_ENV: str(write_fd)},
-               AUTOTUNE_TRIAL_PARENT_PID=str(os.getpid()),  # see _child.die_with_parent
-               **environment)
+    env = dict(
+        os.environ,
+        PYTHONUNBUFFERED="1",
+        **{RESULT_FD_ENV: str(write_fd)},
+        AUTOTUNE_TRIAL_PARENT_PID=str(os.getpid()),  # see _child.die_with_parent
+        **environment,
+    )
     process = subprocess.Popen(
         [sys.executable, "-m", "autotune.runner._child"],
         stdin=subprocess.PIPE,
@@ -270,10 +277,14 @@ def _outcome(run: _Run, memory: _HostMemory, tail: str) -> dict[str, Any]:
     if run.kill_reason == "pruned":
         progress = run.last_progress or {}
         in_warmup = bool(progress.get("warmup"))
-        return fields | {"outcome": "ok", "pruned": True, "pruned_during_warmup": in_warmup,
-                         "samples_per_s": progress.get("samples_per_s"),
-                         "compile_s": progress.get("compile_s"),
-                         "warmup_steps" if in_warmup else "steps": progress.get("steps")}
+        return fields | {
+            "outcome": "ok",
+            "pruned": True,
+            "pruned_during_warmup": in_warmup,
+            "samples_per_s": progress.get("samples_per_s"),
+            "compile_s": progress.get("compile_s"),
+            "warmup_steps" if in_warmup else "steps": progress.get("steps"),
+        }
     if run.kill_reason in ("timeout", "oom"):
         return fields | {"outcome": run.kill_reason, "error": run.kill_detail}
     if run.result is not None:
@@ -282,14 +293,24 @@ def _outcome(run: _Run, memory: _HostMemory, tail: str) -> dict[str, Any]:
         for key in ("peak_memory_allocated_bytes", "peak_memory_reserved_bytes"):
             if result.get(key) is not None:
                 metrics[key] = result[key]
-        return fields | metrics | {"outcome": result.get("outcome", "error"),
-                                   "error": result.get("error"),
-                                   "fingerprint": result.get("fingerprint")}
+        return (
+            fields
+            | metrics
+            | {
+                "outcome": result.get("outcome", "error"),
+                "error": result.get("error"),
+                "fingerprint": result.get("fingerprint"),
+            }
+        )
     if run.kill_reason is None and memory.killed_by_kernel(returncode):
-        return fields | {"outcome": "oom", "error": (
-            f"the kernel's out-of-memory killer stopped the trial (SIGKILL) with its processes "
-            f"at {memory.peak_bytes / 2**20:.0f} MiB of host memory; lower the batch size or "
-            "the workers, or free memory on this machine")}
+        return fields | {
+            "outcome": "oom",
+            "error": (
+                f"the kernel's out-of-memory killer stopped the trial (SIGKILL) with its processes "
+                f"at {memory.peak_bytes / 2**20:.0f} MiB of host memory; lower the batch size or "
+                "the workers, or free memory on this machine"
+            ),
+        }
     return fields | {"outcome": "crashed", "error": _crash_message(returncode, tail)}
 
 
@@ -305,7 +326,8 @@ def _host_cap(memory_budget_bytes: int | None, budget_is_host_memory: bool) -> t
         return memory_budget_bytes, "the memory budget"
     return default_host_memory_cap(), (
         f"the default cap ({DEFAULT_HOST_MEMORY_SHARE:.0%} of the memory available; "
-        "set --max-memory to change it)")
+        "set --max-memory to change it)"
+    )
 
 
 def _supervise_under_cap(
@@ -322,15 +344,20 @@ def _supervise_under_cap(
 
     Raises :class:`TrialCancelled` when ``cancel`` was set meanwhile.
     """
+
     def over_cap(used: int) -> None:
         run.kill("oom", over_cap_message(used))
 
     # A forked trial shares its imports' pages with its server: counting the server's share of
     # them keeps the reading what a trial that imported everything itself would read.
     server = run.process.server_pid if isinstance(run.process, ForkedProcess) else None
-    sampler = TreeMemorySampler(run.process.pid, budget_bytes=cap, on_over_budget=over_cap,
-                                extra_sample=extra_sample,
-                                sharing_pids=(server,) if server is not None else ())
+    sampler = TreeMemorySampler(
+        run.process.pid,
+        budget_bytes=cap,
+        on_over_budget=over_cap,
+        extra_sample=extra_sample,
+        sharing_pids=(server,) if server is not None else (),
+    )
     try:
         with sampler:
             _supervise(run, timeout_s, on_progress, cancel)
@@ -390,32 +417,44 @@ def run_trial(
             utilization.sample()
 
     def over_cap_message(used: int) -> str:
-        return (f"host memory reached {used / 2**20:.0f} MiB, over {cap_name} "
-                f"of {cap / 2**20:.0f} MiB")
+        return (
+            f"host memory reached {used / 2**20:.0f} MiB, over {cap_name} of {cap / 2**20:.0f} MiB"
+        )
 
-    peak_bytes, tail = _supervise_under_cap(run, cap, over_cap_message, timeout_s, on_progress,
-                                            cancel, sample_utilization)
+    peak_bytes, tail = _supervise_under_cap(
+        run, cap, over_cap_message, timeout_s, on_progress, cancel, sample_utilization
+    )
     # The trial's own high-water mark holds a spike that fell between two samples.
     peak_bytes = max(peak_bytes, int((run.result or {}).get("peak_proportional_bytes") or 0))
     kills_after = oom_kills.read()
     memory = _HostMemory(
-        peak_bytes=peak_bytes, cap_bytes=cap,
-        kernel_oom_kills=None if kills_before is None or kills_after is None
+        peak_bytes=peak_bytes,
+        cap_bytes=cap,
+        kernel_oom_kills=None
+        if kills_before is None or kills_after is None
         else kills_after - kills_before,
     )
     fields = _outcome(run, memory, tail)
     if fields["outcome"] == "ok" and peak_bytes > cap:
-        fields = {"exit_code": fields["exit_code"], "outcome": "oom", "error": (
-            f"{over_cap_message(peak_bytes)} (the trial's own high-water mark, reached between "
-            "two samples)")}
-    record = TrialRecord.model_validate(fields | {
-        "config": config,
-        "peak_host_memory_bytes": peak_bytes or None,
-        "device_utilization": utilization.mean(),
-        "started_at": started_at,
-        "finished_at": utcnow(),
-        "duration_s": time.monotonic() - run.started,
-    })
+        fields = {
+            "exit_code": fields["exit_code"],
+            "outcome": "oom",
+            "error": (
+                f"{over_cap_message(peak_bytes)} (the trial's own high-water mark, reached between "
+                "two samples)"
+            ),
+        }
+    record = TrialRecord.model_validate(
+        fields
+        | {
+            "config": config,
+            "peak_host_memory_bytes": peak_bytes or None,
+            "device_utilization": utilization.mean(),
+            "started_at": started_at,
+            "finished_at": utcnow(),
+            "duration_s": time.monotonic() - run.started,
+        }
+    )
     return _with_budget_verdict(record, memory_budget_bytes)
 
 
@@ -450,11 +489,15 @@ def probe_workload(workload: str, device: str, timeout_s: float = 120.0) -> Prob
     if event is not None and event.get("user_error"):
         raise WorkloadError(event["error"])
     if event is not None:
-        raise WorkloadError(f"loading workload {workload!r} failed: {event.get('error')}; fix "
-                            "the workload (run with --debug for the traceback)")
+        raise WorkloadError(
+            f"loading workload {workload!r} failed: {event.get('error')}; fix "
+            "the workload (run with --debug for the traceback)"
+        )
     if run.kill_reason == "timeout":
-        raise WorkloadError(f"loading workload {workload!r} took longer than {timeout_s:g} s; "
-                            "make its model and dataset factories faster to build")
+        raise WorkloadError(
+            f"loading workload {workload!r} took longer than {timeout_s:g} s; "
+            "make its model and dataset factories faster to build"
+        )
     raise AutotuneError(
         f"loading workload {workload!r} crashed the process "
         f"(exit {run.process.returncode}): {_last_log_line(tail)}"
@@ -481,16 +524,25 @@ def profile_workload(
     :class:`TrialCancelled` when ``cancel`` is set meanwhile.
     """
     request = {
-        "mode": "profile", "workload": workload, "device": device, "plan": asdict(plan),
+        "mode": "profile",
+        "workload": workload,
+        "device": device,
+        "plan": asdict(plan),
         "device_memory_budget_bytes": None if budget_is_host_memory else memory_budget_bytes,
     }
     cap, cap_name = _host_cap(memory_budget_bytes, budget_is_host_memory)
     run = _start(request)
 
     _, tail = _supervise_under_cap(
-        run, cap, lambda used: f"the profile's host memory reached {used / 2**20:.0f} MiB, "
-                               f"over {cap_name} of {cap / 2**20:.0f} MiB",
-        timeout_s, cancel=cancel)
+        run,
+        cap,
+        lambda used: (
+            f"the profile's host memory reached {used / 2**20:.0f} MiB, "
+            f"over {cap_name} of {cap / 2**20:.0f} MiB"
+        ),
+        timeout_s,
+        cancel=cancel,
+    )
     event = run.result
     if event is not None and event.get("event") == "profile":
         return Profile.model_validate(event["profile"])

@@ -40,8 +40,10 @@ def suggest_config(
     space: SearchSpace, trial: optuna.trial.BaseTrial, ordinal: bool = True
 ) -> Config:
     """Ask an Optuna trial for one configuration of ``space``."""
-    values = {name: _suggest_knob(space, trial, name, ordinal)
-              for name in _asked_knobs(space, with_workers=False)}
+    values = {
+        name: _suggest_knob(space, trial, name, ordinal)
+        for name in _asked_knobs(space, with_workers=False)
+    }
     if values.get("num_workers", space.choices["num_workers"][0]) > 0:
         for name in _asked_knobs(space, with_workers=True):
             if name not in values:

@@ -17,7 +17,8 @@ MIN_REPORTS = 2
 def completed_values(study: optuna.Study) -> list[float]:
     """The positive values of the study's finished trials (read before a trial starts)."""
     return [
-        t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        t.value
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         if t.value is not None and t.value > 0
     ]
 
@@ -45,8 +46,9 @@ def clearly_slow(
     return intermediate[-1] < ratio * max(finished)
 
 
-def compile_allowance(run_samples: int | None, finished: Sequence[float],
-                      ratio: float = PRUNE_RATIO) -> float | None:
+def compile_allowance(
+    run_samples: int | None, finished: Sequence[float], ratio: float = PRUNE_RATIO
+) -> float | None:
     """Seconds of compiling after which a trial cannot reach ``ratio`` x the best finished
     throughput over a run of ``run_samples`` (compile included), however fast it then steps;
     None when the run's length or a finished trial is unknown.

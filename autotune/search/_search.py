@@ -132,9 +132,11 @@ def enqueue_candidates(
         The configurations queued.
     """
     ordinal = ordinal_params(study, space)
-    known = {config_from_params(space, params).key()
-             for t in study.get_trials(deepcopy=False)
-             if (params := _trial_params(t)) or not space.searched}  # a trial just asked has none
+    known = {
+        config_from_params(space, params).key()
+        for t in study.get_trials(deepcopy=False)
+        if (params := _trial_params(t)) or not space.searched
+    }  # a trial just asked has none
     if state is not None:
         known |= set(state.values) | state.skipped_keys
     queued = []
@@ -189,14 +191,22 @@ def _queued(study: optuna.Study) -> bool:
 def _untried_feasible(space: SearchSpace, state: SearchState, seed: int) -> Config | None:
     """An unmeasured configuration not known to be infeasible, picked at random (seeded): one
     never skipped where there is one, else one the judge ruled out."""
-    configs = [c for c in space.all_configs()
-               if c.key() not in state.values and state.infeasible.reason(c) is None]
+    configs = [
+        c
+        for c in space.all_configs()
+        if c.key() not in state.values and state.infeasible.reason(c) is None
+    ]
     fresh = [c for c in configs if c.key() not in state.skipped_keys]
     return random.Random(seed + state.measured).choice(fresh or configs) if configs else None
 
 
-def _queue_adjacent(study: optuna.Study, space: SearchSpace, state: SearchState,
-                    out_of_reach: JudgeFn | None = None, on_skip: SkipFn | None = None) -> bool:
+def _queue_adjacent(
+    study: optuna.Study,
+    space: SearchSpace,
+    state: SearchState,
+    out_of_reach: JudgeFn | None = None,
+    on_skip: SkipFn | None = None,
+) -> bool:
     """Queue the best's untried neighbours along the ordered knobs (see
     :meth:`SearchSpace.adjacent`), once per best; whether any was queued. A neighbour that
     ``out_of_reach`` judges unable to beat the best is skipped unmeasured instead.
@@ -235,8 +245,9 @@ def _queue_adjacent(study: optuna.Study, space: SearchSpace, state: SearchState,
     return bool(enqueue_candidates(study, space, neighbours, "search", state))
 
 
-def at_ceiling(best: float, ceiling: float | None, scaled: float | None = None,
-               highest: float | None = None) -> bool:
+def at_ceiling(
+    best: float, ceiling: float | None, scaled: float | None = None, highest: float | None = None
+) -> bool:
     """Whether the best measured is within :data:`CEILING_SHARE` of the profile's ceiling, on
     either side; with ``scaled`` (the ceiling on the scale its trials ran at), anywhere from
     that share under the lower of the two to that share over the higher; with ``highest``
@@ -318,8 +329,7 @@ def run_search(
             bounds = ceiling()
             reached = bounds is not None and at_ceiling(state.best, *bounds)
             reached_at = state.measured
-        if patience and (state.since_improvement >= patience or reached) \
-                and not _queued(study):
+        if patience and (state.since_improvement >= patience or reached) and not _queued(study):
             if not _queue_adjacent(study, space, state, out_of_reach, on_skip):
                 state.converged, state.at_ceiling = True, reached
                 break
@@ -329,8 +339,9 @@ def run_search(
             if untried is None:
                 state.exhausted = True
                 break
-            study.enqueue_trial(params_of(space, untried, ordinal),
-                                user_attrs={"phase": "search", "nudged": True})
+            study.enqueue_trial(
+                params_of(space, untried, ordinal), user_attrs={"phase": "search", "nudged": True}
+            )
             fruitless = 0
         trial = study.ask()
         config = suggest_config(space, trial, ordinal)
@@ -344,8 +355,13 @@ def run_search(
             continue
         reason = state.infeasible.reason(config)
         slow = None
-        if (reason is None and predicted_slow is not None and phase == "search" and not nudged
-                and state.best_config is not None):
+        if (
+            reason is None
+            and predicted_slow is not None
+            and phase == "search"
+            and not nudged
+            and state.best_config is not None
+        ):
             slow = reason = predicted_slow(config, state.best_config, state.best)
         if reason is not None:
             trial.set_user_attr("skipped", reason)

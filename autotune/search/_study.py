@@ -34,8 +34,11 @@ def study_name_for(job_id: int, measurement_set: int = 1) -> str:
 
 
 def _ordered_values(space: SearchSpace) -> dict[str, list[int]]:
-    return {name: list(values) for name in space.searched
-            if (values := space.ordered_values(name)) is not None}
+    return {
+        name: list(values)
+        for name in space.searched
+        if (values := space.ordered_values(name)) is not None
+    }
 
 
 def ordinal_params(study: optuna.Study, space: SearchSpace | None = None) -> bool:
@@ -80,8 +83,13 @@ class ExhaustiveSampler(optuna.samplers.BruteForceSampler):
 
     exhausted = False
 
-    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
-                    values: Sequence[float] | None) -> None:
+    def after_trial(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
         try:
             super().after_trial(study, trial, state, values)
         except RuntimeError:  # raised by study.stop() outside optimize: the space is done
@@ -111,7 +119,11 @@ def _tpe(seed: int, n_trials: int) -> optuna.samplers.TPESampler:
 
 
 def open_study(
-    storage_url: str, job_id: int, space: SearchSpace, n_trials: int, seed: int,
+    storage_url: str,
+    job_id: int,
+    space: SearchSpace,
+    n_trials: int,
+    seed: int,
     measurement_set: int = 1,
 ) -> optuna.Study:
     """Create the study of the job's measurement set, or load it to resume.
@@ -122,9 +134,7 @@ def open_study(
     :func:`~autotune.search.clearly_slow`), against values read before it started, so that
     nothing touches the storage during a timed window.
     """
-    storage = optuna.storages.RDBStorage(
-        storage_url, engine_kwargs=_engine_kwargs(storage_url)
-    )
+    storage = optuna.storages.RDBStorage(storage_url, engine_kwargs=_engine_kwargs(storage_url))
     if storage.engine.dialect.name == "sqlite":
         # Optuna's read-then-write transactions would otherwise fail when a worker's heartbeat
         # commits in between; drop the connections made before the hooks were attached.

@@ -39,12 +39,18 @@ class ServiceClient:
         'http://127.0.0.1:8000'
     """
 
-    def __init__(self, server: str = DEFAULT_SERVER, token: str | None = None,
-                 timeout_s: float = 30.0, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        server: str = DEFAULT_SERVER,
+        token: str | None = None,
+        timeout_s: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         self.base_url = server.rstrip("/")
         headers = {"authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s,
-                                  transport=transport)
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout_s, transport=transport
+        )
 
     def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         try:
@@ -61,8 +67,10 @@ class ServiceClient:
         except ValueError:
             data = None
         if not isinstance(data, dict):
-            raise ServiceError(f"{self.base_url} did not answer with a JSON object; check that "
-                               "--server names an autotune server")
+            raise ServiceError(
+                f"{self.base_url} did not answer with a JSON object; check that "
+                "--server names an autotune server"
+            )
         return data
 
     def submit(self, body: dict[str, Any]) -> dict[str, Any]:

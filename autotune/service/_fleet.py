@@ -52,10 +52,14 @@ def waiting_for(job: Job, live: dict[str, int]) -> str | None:
     if job.status != "queued":
         return None
     if job.device_class is not None and job.device_class not in live:
-        return (f"no live worker has device class {job.device_class!r}; start `autotune "
-                "worker` on such a device, or submit the job again for a class that GET "
-                "/v1/devices lists")
+        return (
+            f"no live worker has device class {job.device_class!r}; start `autotune "
+            "worker` on such a device, or submit the job again for a class that GET "
+            "/v1/devices lists"
+        )
     if not live:
-        return ("no worker is running; start `autotune worker` (or `autotune serve` with its "
-                "worker) on a device")
+        return (
+            "no worker is running; start `autotune worker` (or `autotune serve` with its "
+            "worker) on a device"
+        )
     return None

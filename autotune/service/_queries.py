@@ -102,10 +102,14 @@ def progress(session: Session, jobs: Sequence[Job]) -> dict[int, Progress]:
         counts[(job_id, bool(budgeted))] = count
     ranked = (
         select(
-            Trial.job_id, Trial.number, Trial.phase, Trial.samples_per_s, Trial.config,
-            func.row_number().over(
-                partition_by=Trial.job_id, order_by=(Trial.samples_per_s.desc(), Trial.number)
-            ).label("rank"),
+            Trial.job_id,
+            Trial.number,
+            Trial.phase,
+            Trial.samples_per_s,
+            Trial.config,
+            func.row_number()
+            .over(partition_by=Trial.job_id, order_by=(Trial.samples_per_s.desc(), Trial.number))
+            .label("rank"),
         )
         .join(Job, current_set)
         .where(Trial.job_id.in_(ids), _usable())
@@ -133,13 +137,19 @@ def recommendation(session: Session, job_id: int) -> dict[str, Any]:
         return job.recommendation
     if job.status == "failed":
         reason = (job.error or "no reason was recorded").rstrip(".")
-        raise JobStateError(f"job {job_id} failed without a recommendation ({reason}); fix "
-                            "the cause and submit the job again")
+        raise JobStateError(
+            f"job {job_id} failed without a recommendation ({reason}); fix "
+            "the cause and submit the job again"
+        )
     if job.status in ("cancelled", "interrupted"):
-        raise JobStateError(f"job {job_id} was {job.status} before it had a recommendation; "
-                            "submit the job again to finish the search")
-    raise JobStateError(f"job {job_id} is {job.status} and has no recommendation yet; "
-                        "wait until its status is succeeded")
+        raise JobStateError(
+            f"job {job_id} was {job.status} before it had a recommendation; "
+            "submit the job again to finish the search"
+        )
+    raise JobStateError(
+        f"job {job_id} is {job.status} and has no recommendation yet; "
+        "wait until its status is succeeded"
+    )
 
 
 def metrics(session: Session) -> MetricsSnapshot:
@@ -149,11 +159,13 @@ def metrics(session: Session) -> MetricsSnapshot:
         session.execute(select(Trial.outcome, func.count()).group_by(Trial.outcome)).all()
     )
     timed = Trial.duration_s.is_not(None)
-    in_buckets = [func.sum(case((Trial.duration_s <= bound, 1), else_=0))
-                  for bound in DURATION_BUCKETS_S]
+    in_buckets = [
+        func.sum(case((Trial.duration_s <= bound, 1), else_=0)) for bound in DURATION_BUCKETS_S
+    ]
     count, total, *buckets = session.execute(
-        select(func.count(), func.coalesce(func.sum(Trial.duration_s), 0.0), *in_buckets)
-        .where(timed)
+        select(func.count(), func.coalesce(func.sum(Trial.duration_s), 0.0), *in_buckets).where(
+            timed
+        )
     ).one()
     return MetricsSnapshot(
         jobs_by_status={str(k): int(v) for k, v in jobs.items()},

@@ -56,8 +56,11 @@ def claim_next(
     candidates = (
         select(Job)
         .where(or_(Job.status == "queued", abandoned))
-        .where(or_(Job.device_class.is_(None), Job.device_class == device_class)
-               if device_class is not None else Job.device_class.is_(None))
+        .where(
+            or_(Job.device_class.is_(None), Job.device_class == device_class)
+            if device_class is not None
+            else Job.device_class.is_(None)
+        )
         .order_by(Job.id)
         .limit(1)
         .with_for_update(skip_locked=True)
@@ -66,10 +69,15 @@ def claim_next(
         if job.status == "running" and job.cancel_requested:
             _finish(job, "cancelled", now)
         elif job.status == "running" and job.attempts >= policy.max_attempts:
-            _finish(job, "failed", now, error=(
-                f"job {job.id} lost its worker {job.attempts} times (last: {job.worker_id}); "
-                "check the worker logs for what kills it, then submit the job again"
-            ))
+            _finish(
+                job,
+                "failed",
+                now,
+                error=(
+                    f"job {job.id} lost its worker {job.attempts} times (last: {job.worker_id}); "
+                    "check the worker logs for what kills it, then submit the job again"
+                ),
+            )
         else:
             job.status = "running"
             job.worker_id = worker_id
@@ -113,8 +121,13 @@ def release(session: Session, job_id: int, worker_id: str) -> bool:
             Job.status == "running",
             Job.cancel_requested.is_(False),
         )
-        .values(status="queued", worker_id=None, heartbeat_at=None, finished_at=None,
-                attempts=case((Job.attempts > 0, Job.attempts - 1), else_=0))
+        .values(
+            status="queued",
+            worker_id=None,
+            heartbeat_at=None,
+            finished_at=None,
+            attempts=case((Job.attempts > 0, Job.attempts - 1), else_=0),
+        )
     )
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
@@ -135,8 +148,10 @@ def request_cancel(session: Session, job_id: int) -> Job:
     """
     job = get_job(session, job_id)
     if job.status in ("succeeded", "failed"):
-        raise JobStateError(f"job {job_id} already {job.status} and cannot be cancelled; "
-                         "submit a new job to run it again")
+        raise JobStateError(
+            f"job {job_id} already {job.status} and cannot be cancelled; "
+            "submit a new job to run it again"
+        )
     if job.status == "cancelled":
         return job
     job.cancel_requested = True

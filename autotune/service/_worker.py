@@ -39,20 +39,29 @@ class JobRunner(Protocol):
     ) -> Any: ...
 
 
-def _tuner_run_job(
-    db: Database, job_id: int, *, cancel: threading.Event, worker_id: str
-) -> Any:
+def _tuner_run_job(db: Database, job_id: int, *, cancel: threading.Event, worker_id: str) -> Any:
     from autotune.tuner import Reporter, run_job
 
     class LogReporter(Reporter):
         def measurement_set_started(self, measurement_set: int, changes: list[str]) -> None:
-            log.info("job %d: this device differs from the one measured so far (%s); "
-                     "measuring anew as set %d", job_id, ", ".join(changes), measurement_set)
+            log.info(
+                "job %d: this device differs from the one measured so far (%s); "
+                "measuring anew as set %d",
+                job_id,
+                ", ".join(changes),
+                measurement_set,
+            )
 
         def trial_finished(self, trial: Trial) -> None:
             speed = f"{trial.samples_per_s:,.1f} samples/s" if trial.samples_per_s else "-"
-            log.info("job %d trial %d (%s): %s, %s", job_id, trial.number, trial.phase,
-                     trial.outcome, speed)
+            log.info(
+                "job %d trial %d (%s): %s, %s",
+                job_id,
+                trial.number,
+                trial.phase,
+                trial.outcome,
+                speed,
+            )
 
     return run_job(db, job_id, LogReporter(), cancel=cancel, owner=worker_id)
 
@@ -104,8 +113,13 @@ class Worker:
 
     def run(self) -> None:
         """Claim and run jobs until stopped; database hiccups are logged and retried."""
-        log.info("worker %s started on %s, device %s (%s)", self.worker_id, self.db.shown_url,
-                 self.device, self.device_class)
+        log.info(
+            "worker %s started on %s, device %s (%s)",
+            self.worker_id,
+            self.db.shown_url,
+            self.device,
+            self.device_class,
+        )
         while not self._stopping.is_set():
             try:
                 self._announce()
@@ -138,8 +152,7 @@ class Worker:
     def run_once(self) -> int | None:
         """Claim one job and run it to its end; the id of the job, or None if none was queued."""
         with self.db.session(immediate=True) as session:
-            job = claim_next(session, self.worker_id, self.policy,
-                             device_class=self.device_class)
+            job = claim_next(session, self.worker_id, self.policy, device_class=self.device_class)
             if job is None:
                 return None
             job_id, attempt = job.id, job.attempts
@@ -154,15 +167,23 @@ class Worker:
         except LeaseLostError as exc:
             log.warning("worker %s: %s", self.worker_id, exc)
         except DATABASE_FAULTS as exc:  # a transient fault, not the job's: requeue it
-            log.warning("worker %s: the database failed during job %d (%s); putting it back in "
-                        "the queue once it answers", self.worker_id, job_id, exc)
+            log.warning(
+                "worker %s: the database failed during job %d (%s); putting it back in "
+                "the queue once it answers",
+                self.worker_id,
+                job_id,
+                exc,
+            )
             self._requeue_when_reachable(lease)
         except AutotuneError as exc:  # usually stored on the job by run_job already
             self._fail(job_id, str(exc))
         except Exception as exc:  # a bug must fail the job, not take the worker down with it
             log.exception("worker %s: job %d raised", self.worker_id, job_id)
-            self._fail(job_id, f"job {job_id} hit an internal error ({type(exc).__name__}: "
-                               f"{exc}); report it with the worker log")
+            self._fail(
+                job_id,
+                f"job {job_id} hit an internal error ({type(exc).__name__}: "
+                f"{exc}); report it with the worker log",
+            )
         finally:
             lease.finish()
         if lease.shutdown and not lease.released:  # the lease could not reach the database
@@ -217,8 +238,11 @@ class _Lease(threading.Thread):
             log.warning("heartbeat of job %d failed: %s", self.job_id, exc)
             return
         if state is None and not self.cancel.is_set():
-            log.warning("job %d is no longer owned by %s; stopping its trial",
-                        self.job_id, self.worker.worker_id)
+            log.warning(
+                "job %d is no longer owned by %s; stopping its trial",
+                self.job_id,
+                self.worker.worker_id,
+            )
             self.cancel.set()
         elif state and not self.cancel.is_set():
             log.info("job %d: cancel requested", self.job_id)
@@ -233,10 +257,8 @@ class _Lease(threading.Thread):
             return
         self.reached_database = True
         if self.released:
-            log.info("worker %s put job %d back in the queue", self.worker.worker_id,
-                     self.job_id)
+            log.info("worker %s put job %d back in the queue", self.worker.worker_id, self.job_id)
 
     def finish(self) -> None:
         self._done.set()
         self.join()
-

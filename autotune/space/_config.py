@@ -80,8 +80,10 @@ class Config(BaseModel):
     @classmethod
     def _threads_positive(cls, value: int | None) -> int | None:
         if value is not None and value < 1:
-            raise ValueError(f"intra_op_threads {value} is not positive; use 1 or more, or "
-                             "null for PyTorch's default")
+            raise ValueError(
+                f"intra_op_threads {value} is not positive; use 1 or more, or "
+                "null for PyTorch's default"
+            )
         return value
 
     @field_validator("grad_accum_steps")

@@ -48,8 +48,10 @@ def _tf32_capable(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
 
 def _cpu_with_glibc(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
     if device.is_cuda:
-        return ("only searched on a CPU device, where the step's own tensors are host memory "
-                "(on CUDA they live in PyTorch's caching allocator)")
+        return (
+            "only searched on a CPU device, where the step's own tensors are host memory "
+            "(on CUDA they live in PyTorch's caching allocator)"
+        )
     if not device.glibc_malloc:
         return "needs glibc's malloc (Linux), which this device's processes were not seen using"
     return None
@@ -57,8 +59,10 @@ def _cpu_with_glibc(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
 
 def _cpu_with_cores(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
     if device.is_cuda:
-        return ("only searched on a CPU device, where the step's operators run on the host's "
-                "cores beside the loader workers")
+        return (
+            "only searched on a CPU device, where the step's operators run on the host's "
+            "cores beside the loader workers"
+        )
     if device.cpu_count < 2:
         return "needs a CPU with two cores or more (PyTorch already runs one thread on one)"
     return None
@@ -92,20 +96,36 @@ class Knob:
 KNOBS: dict[str, Knob] = {
     knob.name: knob
     for knob in (
-        Knob("batch_size", BATCH_SIZES, 32, _always,
-             help="samples per step (searched: multiples of 8)"),
+        Knob(
+            "batch_size",
+            BATCH_SIZES,
+            32,
+            _always,
+            help="samples per step (searched: multiples of 8)",
+        ),
         Knob("num_workers", WORKER_COUNTS, 0, _always, help="DataLoader worker processes"),
         Knob("pin_memory", (False, True), False, _cuda_only, help="page-locked host batches"),
         Knob(
-            "prefetch_factor", PREFETCH_FACTORS, None, _always, needs_workers=True,
+            "prefetch_factor",
+            PREFETCH_FACTORS,
+            None,
+            _always,
+            needs_workers=True,
             help="batches loaded ahead by each worker",
         ),
         Knob(
-            "persistent_workers", (False, True), False, _always, needs_workers=True,
+            "persistent_workers",
+            (False, True),
+            False,
+            _always,
+            needs_workers=True,
             help="keep workers alive between epochs",
         ),
         Knob(
-            "device_prefetch", (False, True), False, _cuda_only,
+            "device_prefetch",
+            (False, True),
+            False,
+            _cuda_only,
             help="copy the next batch on a side CUDA stream during this step",
         ),
         Knob("amp", ("off", "fp16", "bf16"), "off", _always, help="automatic mixed precision"),
@@ -113,18 +133,38 @@ KNOBS: dict[str, Knob] = {
         Knob("cudnn_benchmark", (False, True), False, _cuda_only, help="cuDNN autotuner"),
         # None leaves PyTorch's defaults (matmul fp32, cuDNN convolutions TF32); False (all
         # fp32) is never faster than that, so it is not searched, only accepted from the user.
-        Knob("tf32", (None, True), None, _tf32_capable,
-             help="TF32 for every fp32 matmul and convolution (null: PyTorch's defaults)"),
-        Knob("compile", ("off", "default", "max-autotune"), "off", _compile_runs,
-             help="torch.compile the model (inductor's mode)"),
-        Knob("retain_freed_memory", (False, True), False, _cpu_with_glibc,
-             help="glibc's malloc keeps freed host memory for the next step instead of "
-                  "returning it to the kernel (no page faults per step, more resident memory)"),
+        Knob(
+            "tf32",
+            (None, True),
+            None,
+            _tf32_capable,
+            help="TF32 for every fp32 matmul and convolution (null: PyTorch's defaults)",
+        ),
+        Knob(
+            "compile",
+            ("off", "default", "max-autotune"),
+            "off",
+            _compile_runs,
+            help="torch.compile the model (inductor's mode)",
+        ),
+        Knob(
+            "retain_freed_memory",
+            (False, True),
+            False,
+            _cpu_with_glibc,
+            help="glibc's malloc keeps freed host memory for the next step instead of "
+            "returning it to the kernel (no page faults per step, more resident memory)",
+        ),
         # None is PyTorch's default (a thread per physical core); 1 leaves the other cores to
         # the loader workers. Other counts are accepted from the user (--range, --fix).
-        Knob("intra_op_threads", (None, 1), None, _cpu_with_cores,
-             help="threads the step's operators use (torch.set_num_threads; null: PyTorch's "
-                  "default, one per core)"),
+        Knob(
+            "intra_op_threads",
+            (None, 1),
+            None,
+            _cpu_with_cores,
+            help="threads the step's operators use (torch.set_num_threads; null: PyTorch's "
+            "default, one per core)",
+        ),
     )
 }
 

@@ -67,10 +67,8 @@ def coerce_knob_value(name: str, raw: Any, option: str = "--fix") -> Any:
     if all(isinstance(v, str) for v in knob.values):  # amp, compile
         if value in knob.values:
             return value
-        raise ConfigError(f"{option} {name}={raw!r}: {name} takes one of "
-                          f"{', '.join(knob.values)}")
-    if name in ("prefetch_factor", "intra_op_threads") and (
-            value is None or value in _NULL_WORDS):
+        raise ConfigError(f"{option} {name}={raw!r}: {name} takes one of {', '.join(knob.values)}")
+    if name in ("prefetch_factor", "intra_op_threads") and (value is None or value in _NULL_WORDS):
         return None
     try:
         number = int(value)
@@ -116,16 +114,19 @@ def _parse_range(name: str, raw: Any) -> tuple[Any, ...] | _Interval:
         raw = f"{raw.get('min', '')}..{raw.get('max', '')}"
     if isinstance(raw, str) and ".." in raw:
         if name not in _NUMERIC_KNOBS:
-            raise ConfigError(f"{option} {name}={raw}: a lo..hi range needs a numeric knob; "
-                              f"list the values instead, e.g. {name}=a,b")
+            raise ConfigError(
+                f"{option} {name}={raw}: a lo..hi range needs a numeric knob; "
+                f"list the values instead, e.g. {name}=a,b"
+            )
         lo_text, _, hi_text = raw.partition("..")
         lo = _grid_value(name, lo_text, option) if lo_text else 0
         hi = _grid_value(name, hi_text, option) if hi_text else None
         if hi is not None and hi < lo:
             raise ConfigError(f"{option} {name}={raw}: the upper end is below the lower end")
         return _Interval(lo, hi)
-    items = raw.split(",") if isinstance(raw, str) else list(raw) if isinstance(raw, list) \
-        else [raw]
+    items = (
+        raw.split(",") if isinstance(raw, str) else list(raw) if isinstance(raw, list) else [raw]
+    )
     return tuple(dict.fromkeys(_grid_value(name, item, option) for item in items))
 
 
@@ -134,8 +135,10 @@ def _grid_value(name: str, raw: Any, option: str) -> Any:
     value = coerce_knob_value(name, raw, option)
     if name == "batch_size" and value % 8:
         below = max(8, value // 8 * 8)
-        raise ConfigError(f"{option} batch_size={raw!r}: {value} is not a multiple of 8, "
-                          f"which every searched batch size is; use {below} or {below + 8}")
+        raise ConfigError(
+            f"{option} batch_size={raw!r}: {value} is not a multiple of 8, "
+            f"which every searched batch size is; use {below} or {below + 8}"
+        )
     return value
 
 
@@ -168,9 +171,11 @@ class SearchSpace:
         self.takes_extra_workers = not (
             "num_workers" in parsed_ranges or "num_workers" in fixed_values
         )
-        self.extra_workers: tuple[int, ...] = tuple(sorted(
-            {w for w in extra_workers if 0 < w <= MAX_WORKERS}
-        )) if self.takes_extra_workers else ()
+        self.extra_workers: tuple[int, ...] = (
+            tuple(sorted({w for w in extra_workers if 0 < w <= MAX_WORKERS}))
+            if self.takes_extra_workers
+            else ()
+        )
         for name, knob in KNOBS.items():
             reason = knob.reason_not_applicable(device, workload)
             if reason is not None:
@@ -248,8 +253,10 @@ class SearchSpace:
             narrowed = tuple(sorted({v for v in set(values) | bounds if lo <= v <= hi}))
         else:
             narrowed = tuple(
-                v for v in wanted
-                if v in values or (name == "batch_size" and self._batch_allowed(v))
+                v
+                for v in wanted
+                if v in values
+                or (name == "batch_size" and self._batch_allowed(v))
                 or name in ("num_workers", "prefetch_factor", "intra_op_threads")
             )
         if not narrowed:
@@ -261,15 +268,21 @@ class SearchSpace:
 
     def _batch_refusal(self, batch: int) -> str:
         if batch > self._batch_upper_bound():
-            return (f"--fix batch_size={batch} is larger than the dataset "
-                    f"({self.workload.dataset_length} samples); use a smaller batch")
-        return (f"--fix batch_size={batch} does not divide --effective-batch "
-                f"{self.effective_batch}; pick a batch size that divides it")
+            return (
+                f"--fix batch_size={batch} is larger than the dataset "
+                f"({self.workload.dataset_length} samples); use a smaller batch"
+            )
+        return (
+            f"--fix batch_size={batch} does not divide --effective-batch "
+            f"{self.effective_batch}; pick a batch size that divides it"
+        )
 
     def _no_values_left(self, name: str) -> str:
         if name == "batch_size":
-            return (f"no batch size fits: the dataset has {self.workload.dataset_length} "
-                    "samples, fewer than the smallest batch of 8; give it more samples")
+            return (
+                f"no batch size fits: the dataset has {self.workload.dataset_length} "
+                "samples, fewer than the smallest batch of 8; give it more samples"
+            )
         return f"no value of {name} is left to try; widen its range"
 
     def _batch_allowed(self, batch: int) -> bool:
@@ -324,13 +337,14 @@ class SearchSpace:
             choices = self.choices.get(name, ())
             if len(choices) < 2:
                 continue
-            ordered = sorted(choices, key=lambda v: _prefetch_setting(v)
-                             if name == "prefetch_factor" else v)
+            ordered = sorted(
+                choices, key=lambda v: _prefetch_setting(v) if name == "prefetch_factor" else v
+            )
             here = self.spelling(name, values[name])
             if here not in ordered:
                 continue
             index = ordered.index(here)
-            for other in ordered[max(0, index - 1):index] + ordered[index + 1:index + 2]:
+            for other in ordered[max(0, index - 1) : index] + ordered[index + 1 : index + 2]:
                 neighbour = self.config_from({**values, name: other})
                 near.setdefault(neighbour.key(), neighbour)
         return list(near.values())[1:]

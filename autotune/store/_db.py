@@ -42,6 +42,7 @@ def configure_sqlite(engine: Engine, always_immediate: bool = False) -> None:
     BEGIN IMMEDIATE: ``session(immediate=True)``, or every transaction with
     ``always_immediate`` (for engines we do not drive ourselves, such as Optuna's).
     """
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
@@ -54,7 +55,8 @@ def configure_sqlite(engine: Engine, always_immediate: bool = False) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
         immediate = always_immediate or connection.get_execution_options().get(
-            "sqlite_immediate", False)
+            "sqlite_immediate", False
+        )
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 

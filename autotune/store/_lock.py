@@ -36,8 +36,7 @@ def lock_dir() -> Path:
     Shared by every user of the host (mode 1777, like ``/tmp``): a GPU is one whatever user
     runs on it.
     """
-    directory = Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir(),
-                                                          "autotune-locks"))
+    directory = Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir(), "autotune-locks"))
     if not directory.is_dir():
         directory.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(PermissionError):  # created by another user in between
@@ -120,8 +119,9 @@ def device_lock(
             key = _advisory_key(socket.gethostname(), device)
 
             def take_advisory() -> bool:
-                taken = connection.execute(text("SELECT pg_try_advisory_lock(:key)"),
-                                           {"key": key}).scalar()
+                taken = connection.execute(
+                    text("SELECT pg_try_advisory_lock(:key)"), {"key": key}
+                ).scalar()
                 connection.commit()
                 return bool(taken)
 

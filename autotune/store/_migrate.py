@@ -71,8 +71,9 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
     """Upgrade the database to the newest revision; (revision before, revision after)."""
     with _locked_transaction(engine) as connection:
         if connection.dialect.name == "postgresql":
-            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"),
-                               {"key": _UPGRADE_LOCK_KEY})
+            connection.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": _UPGRADE_LOCK_KEY}
+            )
         before = current_revision(connection)
         if before is None and _has_autotune_tables(connection):
             command.stamp(_config(connection), FIRST_REVISION)
@@ -111,8 +112,12 @@ def ensure_current(engine: Engine, shown_url: str) -> None:
 def schema_differences(engine: Engine) -> list[Any]:
     """What the models declare that the migrated database lacks (empty when they agree)."""
     with engine.connect() as connection:
-        context = MigrationContext.configure(connection, opts={
-            "include_object": include_autotune_tables, "compare_type": True,
-            "version_table": VERSION_TABLE,
-        })
+        context = MigrationContext.configure(
+            connection,
+            opts={
+                "include_object": include_autotune_tables,
+                "compare_type": True,
+                "version_table": VERSION_TABLE,
+            },
+        )
         return list(compare_metadata(context, Base.metadata))

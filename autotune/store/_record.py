@@ -16,8 +16,9 @@ from autotune.space import Config
 from autotune.store._models import Outcome, utcnow
 
 
-def throughput_over_run(samples_per_s: float, compile_s: float | None,
-                        run_samples: int | None) -> float:
+def throughput_over_run(
+    samples_per_s: float, compile_s: float | None, run_samples: int | None
+) -> float:
     """Samples per second over a whole run of ``run_samples`` samples that first spends
     ``compile_s`` seconds compiling: ``run_samples / (run_samples / samples_per_s + compile_s)``.
 
@@ -119,4 +120,3 @@ class TrialRecord(BaseModel):
         values = self.model_dump(exclude={"config"})
         values.update(config=self.config.public_dict(), config_key=self.config.key())
         return values
-

@@ -23,15 +23,20 @@ def read_config(path: str | Path) -> Config:
     try:
         document: Any = json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise ConfigError(f"--config {str(path)!r} does not exist; pass the JSON that "
-                          "`autotune run --out` wrote") from None
+        raise ConfigError(
+            f"--config {str(path)!r} does not exist; pass the JSON that `autotune run --out` wrote"
+        ) from None
     except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"--config {str(path)!r} is not readable JSON ({exc}); pass the "
-                          "JSON that `autotune run --out` wrote") from None
+        raise ConfigError(
+            f"--config {str(path)!r} is not readable JSON ({exc}); pass the "
+            "JSON that `autotune run --out` wrote"
+        ) from None
     values = document.get("config", document) if isinstance(document, dict) else None
     if not isinstance(values, dict):
-        raise ConfigError(f"--config {str(path)!r} holds no configuration object; pass a "
-                          "recommendation JSON or a mapping of knob values")
+        raise ConfigError(
+            f"--config {str(path)!r} holds no configuration object; pass a "
+            "recommendation JSON or a mapping of knob values"
+        )
     try:
         return Config.model_validate(values).normalized()
     except ValidationError as exc:
@@ -51,8 +56,9 @@ def bench(
         return _bench(db, options, config, repeats, reporter or Reporter())
 
 
-def _bench(db: Database, options: TuneOptions, config: Config, repeats: int,
-           reporter: Reporter) -> Job:
+def _bench(
+    db: Database, options: TuneOptions, config: Config, repeats: int, reporter: Reporter
+) -> Job:
     device_key = device_identity(options.device).key
     with device_lock(db, device_key):
         probe = probe_workload(options.workload, options.device, options.trial_timeout_s)
@@ -63,9 +69,15 @@ def _bench(db: Database, options: TuneOptions, config: Config, repeats: int,
     budget = options.memory_budget_bytes(probe.device.memory_bytes)
     plan = options.measure_plan()
     with db.session(immediate=True) as session:
-        job = Job(workload=options.workload, workload_name=probe.workload.name,
-                  options=options.model_dump(), status="running", started_at=utcnow(),
-                  device=probe.device.model_dump(), fingerprint=probe.fingerprint)
+        job = Job(
+            workload=options.workload,
+            workload_name=probe.workload.name,
+            options=options.model_dump(),
+            status="running",
+            started_at=utcnow(),
+            device=probe.device.model_dump(),
+            fingerprint=probe.fingerprint,
+        )
         session.add(job)
         session.flush()
         job_id = job.id
@@ -74,8 +86,13 @@ def _bench(db: Database, options: TuneOptions, config: Config, repeats: int,
         reporter.trial_started("bench", config)
         with device_lock(db, device_key):
             result = run_trial(
-                options.workload, config, options.device, plan, options.trial_timeout_for(config),
-                memory_budget_bytes=budget, budget_is_host_memory=not probe.device.is_cuda,
+                options.workload,
+                config,
+                options.device,
+                plan,
+                options.trial_timeout_for(config),
+                memory_budget_bytes=budget,
+                budget_is_host_memory=not probe.device.is_cuda,
                 device_uuid=probe.device_uuid,
             )
         row: Trial = trial_row(job_id, number, "bench", result, None)

@@ -93,8 +93,12 @@ def create_job(db: Database, options: TuneOptions, status: str = "queued") -> in
     the database claims it first.
     """
     with db.session(immediate=True) as session:
-        job = Job(workload=options.workload, options=options.model_dump(), status=status,
-                  device_class=options.device_class)
+        job = Job(
+            workload=options.workload,
+            options=options.model_dump(),
+            status=status,
+            device_class=options.device_class,
+        )
         session.add(job)
         session.flush()
         return job.id
@@ -104,8 +108,9 @@ def load_job(db: Database, job_id: int) -> Job:
     with db.session() as session:
         job = session.get(Job, job_id)
         if job is None:
-            raise AutotuneError(f"job {job_id} does not exist in {db.shown_url}; list jobs to "
-                                "find it")
+            raise AutotuneError(
+                f"job {job_id} does not exist in {db.shown_url}; list jobs to find it"
+            )
         session.expunge(job)
         return job
 
@@ -201,8 +206,13 @@ class _JobRun:
         assert self.probe is not None
         options = self.options
         return SearchSpace(
-            self.probe.device, self.probe.workload, options.fixed, options.ranges,
-            options.effective_batch, options.baseline, extra_workers=extra_workers,
+            self.probe.device,
+            self.probe.workload,
+            options.fixed,
+            options.ranges,
+            options.effective_batch,
+            options.baseline,
+            extra_workers=extra_workers,
         )
 
     def _profile(self, space: SearchSpace) -> SearchSpace:
@@ -220,9 +230,18 @@ class _JobRun:
             plan = profile_plan(space, self.budget, host_budget, self.options.profile_seconds)
             try:
                 profile = measure_profile(
-                    self.db, self.job_id, self.owner, self.identity.key, self.options.workload,
-                    self.options.device, plan, self.options.trial_timeout_s, self.budget,
-                    host_budget, self.cancel)
+                    self.db,
+                    self.job_id,
+                    self.owner,
+                    self.identity.key,
+                    self.options.workload,
+                    self.options.device,
+                    plan,
+                    self.options.trial_timeout_s,
+                    self.budget,
+                    host_budget,
+                    self.cancel,
+                )
             except ProfileCancelled:
                 raise JobCancelled from None
         if isinstance(profile, str):
@@ -240,15 +259,24 @@ class _JobRun:
         """What earlier attempts at this job measured, and re-queue an interrupted trial once."""
         state = SearchState(InfeasibleSet())
         with self.db.session() as session:
-            rows = list(session.scalars(select(Trial).where(
-                Trial.job_id == self.job_id, Trial.measurement_set == self.measurement_set)))
+            rows = list(
+                session.scalars(
+                    select(Trial).where(
+                        Trial.job_id == self.job_id, Trial.measurement_set == self.measurement_set
+                    )
+                )
+            )
             session.expunge_all()
         searched = [r for r in rows if r.phase != "confirm" and not r.interrupted]
         for row in sorted(searched, key=lambda r: r.number):
             record = TrialRecord.model_validate(row)
             value = record.samples_per_s_over(self.run_samples) if record.usable else None
-            state.remember(record.config, Observation(
-                value or 0.0, pruned=record.pruned, out_of_memory=record.ran_out_of_memory))
+            state.remember(
+                record.config,
+                Observation(
+                    value or 0.0, pruned=record.pruned, out_of_memory=record.ran_out_of_memory
+                ),
+            )
         retried = {r.config_key for r in rows if r.interrupted}
         for frozen in fail_interrupted_trials(study):
             config = config_from_params(space, frozen.params)
@@ -262,14 +290,23 @@ class _JobRun:
     def _store_interrupted(self, config: Config, phase: str, optuna_number: int) -> None:
         noted = utcnow()  # when the interruption was found: the trial's own times are lost
         record = TrialRecord(
-            outcome="crashed", config=config, started_at=noted, finished_at=noted,
+            outcome="crashed",
+            config=config,
+            started_at=noted,
+            finished_at=noted,
             error="interrupted: the process running the job stopped during this trial; "
-                  "it is retried once",
+            "it is retried once",
         )
         with self.db.session(immediate=True) as session:
             lock_owned_job(session, self.job_id, self.owner)
-            row = trial_row(self.job_id, next_trial_number(session, self.job_id), phase, record,
-                            optuna_number, self.measurement_set)
+            row = trial_row(
+                self.job_id,
+                next_trial_number(session, self.job_id),
+                phase,
+                record,
+                optuna_number,
+                self.measurement_set,
+            )
             row.interrupted = True
             session.add(row)
 
@@ -313,12 +350,14 @@ class _JobRun:
                     on_progress=on_progress,
                     cancel=self.cancel,
                     compile_allowance_s=compile_allowance(self.run_samples, finished)
-                    if pruning and config.compile != "off" else None,
+                    if pruning and config.compile != "off"
+                    else None,
                 )
             except TrialCancelled:
                 return None
-        record = record.model_copy(update={"predicted_samples_per_s": self.predict(config),
-                                           "prediction_scale": scale})
+        record = record.model_copy(
+            update={"predicted_samples_per_s": self.predict(config), "prediction_scale": scale}
+        )
         if trial is not None:
             for step, value in enumerate(intermediate):
                 trial.report(value, step=step)
@@ -326,12 +365,17 @@ class _JobRun:
             self.durations.append(record.duration_s)
         if config.compile != "off" and record.compile_s is not None:
             self.shortest_compile_s[config.compile] = min(
-                record.compile_s, self.shortest_compile_s.get(config.compile, float("inf")))
+                record.compile_s, self.shortest_compile_s.get(config.compile, float("inf"))
+            )
         with self.db.session(immediate=True) as session:
             lock_owned_job(session, self.job_id, self.owner)
             row = trial_row(
-                self.job_id, next_trial_number(session, self.job_id), phase, record,
-                trial.number if trial is not None else None, self.measurement_set,
+                self.job_id,
+                next_trial_number(session, self.job_id),
+                phase,
+                record,
+                trial.number if trial is not None else None,
+                self.measurement_set,
             )
             session.add(row)
             session.flush()
@@ -355,9 +399,14 @@ class _JobRun:
         charging a compiled one the least compile time its mode can take, from the compiles
         measured so far in this job."""
         assert self.predictor is not None
-        return predicted_too_slow(self.predictor, config, best,
-                                  compile_lower_bound(self.shortest_compile_s, config.compile),
-                                  self.run_samples, best_config)
+        return predicted_too_slow(
+            self.predictor,
+            config,
+            best,
+            compile_lower_bound(self.shortest_compile_s, config.compile),
+            self.run_samples,
+            best_config,
+        )
 
     def _below_reach(self, config: Config, best_config: Config, best: float) -> str | None:
         """Why the profile rules ``config``, a neighbour of ``best_config``, out as a step up."""
@@ -368,8 +417,13 @@ class _JobRun:
         """The profile's ceiling (the fastest it predicts for a configuration that fits), as
         it read it and on the scales this job's trials ran at (see :meth:`Predictor.ceiling`)."""
         assert self.predictor is not None
-        return self.predictor.ceiling([(record.config, record.samples_per_s or 0.0)
-                                       for record in self._searched_records() if record.usable])
+        return self.predictor.ceiling(
+            [
+                (record.config, record.samples_per_s or 0.0)
+                for record in self._searched_records()
+                if record.usable
+            ]
+        )
 
     def _confirm_estimate_s(self, entries: int) -> float:
         """Seconds to confirm ``entries`` configurations (the baseline included)."""
@@ -400,7 +454,8 @@ class _JobRun:
         # (Reserving room for every candidate ended a 170 s job on an H200 after its
         # baseline: 5 entries x 3 rounds of 16 s.)
         return time.monotonic() + self._confirm_estimate_s(MIN_CONFIRM_ENTRIES) >= (
-            self.started + budget)
+            self.started + budget
+        )
 
     # -- the job ------------------------------------------------------------------------------
 
@@ -425,18 +480,32 @@ class _JobRun:
             session.expunge(job)
         self.reporter.job_started(job, probe, space)
 
-        study = open_study(self.db.url, self.job_id, space, self.options.n_trials,
-                           self.options.seed, self.measurement_set)
+        study = open_study(
+            self.db.url,
+            self.job_id,
+            space,
+            self.options.n_trials,
+            self.options.seed,
+            self.measurement_set,
+        )
         fresh = not study.get_trials(deepcopy=False)
         state, confirm_rows = self._resume_state(study, space)
         enqueue_first_trials(study, space)
         predictions = None if self.predictor is None else self.predictor.all()
         if fresh and predictions is not None:
             # Where the search may change the effective batch, the drop-in answer keeps it.
-            keeping_batch = (None if self.options.effective_batch is not None
-                             else space.baseline().effective_batch)
-            seeds = seed_configs(predictions, space, self.options.n_trials,
-                                 [space.baseline(), space.checklist()], keeping_batch)
+            keeping_batch = (
+                None
+                if self.options.effective_batch is not None
+                else space.baseline().effective_batch
+            )
+            seeds = seed_configs(
+                predictions,
+                space,
+                self.options.n_trials,
+                [space.baseline(), space.checklist()],
+                keeping_batch,
+            )
             enqueue_candidates(study, space, seeds, PREDICTED_PHASE, state)
         self.reporter.phase_started("search", self.options.n_trials)
         baseline = off_grid_baseline(space, state)
@@ -446,9 +515,15 @@ class _JobRun:
                 raise JobCancelled
             state.remember(baseline, observation)
         run_search(
-            study, space, state, self._search_observation, self.options.n_trials,
-            on_skip=self.reporter.trial_skipped, should_stop=self._out_of_time,
-            seed=self.options.seed, patience=self.options.patience,
+            study,
+            space,
+            state,
+            self._search_observation,
+            self.options.n_trials,
+            on_skip=self.reporter.trial_skipped,
+            should_stop=self._out_of_time,
+            seed=self.options.seed,
+            patience=self.options.patience,
             predicted_slow=None if self.predictor is None else self._predicted_slow,
             out_of_reach=None if self.predictor is None else self._below_reach,
             ceiling=None if self.predictor is None else self._ceiling,
@@ -486,8 +561,11 @@ class _JobRun:
         changes = fingerprint_differences(job.fingerprint, current)
         if not changes:
             return measurement_set
-        stored = session.scalar(select(func.count()).select_from(Trial).where(
-            Trial.job_id == job.id, Trial.measurement_set == measurement_set))
+        stored = session.scalar(
+            select(func.count())
+            .select_from(Trial)
+            .where(Trial.job_id == job.id, Trial.measurement_set == measurement_set)
+        )
         if not stored:
             return measurement_set
         if self.options.on_new_hardware == "refuse":
@@ -505,10 +583,14 @@ class _JobRun:
         ``confirmed``."""
         phases = () if confirmed else ("confirm",)
         with self.db.session() as session:
-            rows = session.scalars(select(Trial).where(
-                Trial.job_id == self.job_id, Trial.measurement_set == self.measurement_set,
-                Trial.phase.not_in(phases), Trial.interrupted.is_(False),
-            ))
+            rows = session.scalars(
+                select(Trial).where(
+                    Trial.job_id == self.job_id,
+                    Trial.measurement_set == self.measurement_set,
+                    Trial.phase.not_in(phases),
+                    Trial.interrupted.is_(False),
+                )
+            )
             return [TrialRecord.model_validate(row) for row in rows]
 
     def _prediction_scale(self, config: Config) -> float | None:
@@ -516,9 +598,14 @@ class _JobRun:
         (see :meth:`Predictor.scale`): stored beside its prediction, before it runs."""
         if self.predictor is None:
             return None
-        return self.predictor.scale(config, [(record.config, record.samples_per_s or 0.0)
-                                             for record in self._searched_records(True)
-                                             if record.usable])
+        return self.predictor.scale(
+            config,
+            [
+                (record.config, record.samples_per_s or 0.0)
+                for record in self._searched_records(True)
+                if record.usable
+            ],
+        )
 
     def _confirm(
         self, baseline: Config, candidates: list[Config], stored: list[Trial]
@@ -533,19 +620,25 @@ class _JobRun:
                 return replay[config.key()].popleft()
             return self._measure(config, "confirm")
 
-        self.reporter.phase_started(
-            "confirm", (len(candidates) + 1) * self.options.confirm_rounds
-        )
+        self.reporter.phase_started("confirm", (len(candidates) + 1) * self.options.confirm_rounds)
+
         def left(entry: CandidateRuns, runs_saved: int) -> None:
             assert entry.left_after_round is not None and entry.left_because is not None
-            self.reporter.candidate_left(entry.config, entry.left_after_round, runs_saved,
-                                         entry.left_because)
+            self.reporter.candidate_left(
+                entry.config, entry.left_after_round, runs_saved, entry.left_because
+            )
 
-        confirmation = confirm(baseline, candidates, self.options.confirm_rounds, measure_once,
-                               self.run_samples, on_leave=left,
-                               on_tie_break=self.reporter.tie_break_started,
-                               on_decided=self.reporter.race_decided,
-                               on_round_added=self.reporter.round_added)
+        confirmation = confirm(
+            baseline,
+            candidates,
+            self.options.confirm_rounds,
+            measure_once,
+            self.run_samples,
+            on_leave=left,
+            on_tie_break=self.reporter.tie_break_started,
+            on_decided=self.reporter.race_decided,
+            on_round_added=self.reporter.round_added,
+        )
         if confirmation is None:
             raise JobCancelled
         return confirmation
@@ -561,12 +654,21 @@ class _JobRun:
         # The fastest that keeps the user's effective batch is confirmed too, so the
         # recommendation can give it beside the fastest overall (unless the search held it),
         # where the time budget leaves room for it.
-        keeping = (None if self.options.effective_batch is not None
-                   else keeping_effective_batch(
-                       searched, baseline, self.run_samples,
-                       None if self.predictor is None else self.predictor.accumulation_gain))
-        if keeping is not None and keeping.key() not in {c.key() for c in candidates} and (
-                room is None or len(candidates) < room):
+        keeping = (
+            None
+            if self.options.effective_batch is not None
+            else keeping_effective_batch(
+                searched,
+                baseline,
+                self.run_samples,
+                None if self.predictor is None else self.predictor.accumulation_gain,
+            )
+        )
+        if (
+            keeping is not None
+            and keeping.key() not in {c.key() for c in candidates}
+            and (room is None or len(candidates) < room)
+        ):
             candidates.append(keeping)
         if not candidates and not any(m.usable for m in searched):
             raise NoFeasibleConfigError(self._nothing_usable_message(searched))
@@ -597,23 +699,35 @@ class _JobRun:
     def _run_length(self) -> dict[str, Any]:
         """The run the recommendation is ranked for, as the document states it."""
         options = self.options
-        return {"samples": self.run_samples,
-                "steps": options.steps,
-                "epochs": None if options.steps is not None else options.epochs or 1}
+        return {
+            "samples": self.run_samples,
+            "steps": options.steps,
+            "epochs": None if options.steps is not None else options.epochs or 1,
+        }
 
     def _nothing_usable_message(self, searched: list[TrialRecord]) -> str:
         if searched and all(m.outcome == "oom" for m in searched) and self.budget is not None:
-            return (f"every configuration tried exceeded the memory budget of "
-                    f"{_mib(self.budget)}; raise --max-memory or narrow --range batch_size")
+            return (
+                f"every configuration tried exceeded the memory budget of "
+                f"{_mib(self.budget)}; raise --max-memory or narrow --range batch_size"
+            )
         outcomes = ", ".join(sorted({m.outcome for m in searched})) or "none measured"
-        return (f"no configuration could be measured successfully (outcomes: {outcomes}); "
-                "see the trials' errors and fix the workload")
+        return (
+            f"no configuration could be measured successfully (outcomes: {outcomes}); "
+            "see the trials' errors and fix the workload"
+        )
 
     def _trial_counts(self, state: SearchState) -> dict[str, Any]:
         with self.db.session() as session:
-            rows = list(session.scalars(select(Trial).where(
-                Trial.job_id == self.job_id, Trial.measurement_set == self.measurement_set,
-                Trial.interrupted.is_(False))))
+            rows = list(
+                session.scalars(
+                    select(Trial).where(
+                        Trial.job_id == self.job_id,
+                        Trial.measurement_set == self.measurement_set,
+                        Trial.interrupted.is_(False),
+                    )
+                )
+            )
             by_outcome: dict[str, int] = defaultdict(int)
             for row in rows:
                 by_outcome[row.outcome] += 1
@@ -635,7 +749,8 @@ class _JobRun:
 def _memory_limited(winner: Config, searched: list[TrialRecord]) -> bool:
     """Whether a larger batch at the winner's precision ran out of memory."""
     return any(
-        m.outcome == "oom" and m.config.amp == winner.amp
+        m.outcome == "oom"
+        and m.config.amp == winner.amp
         and m.config.batch_size > winner.batch_size
         for m in searched
     )
@@ -658,8 +773,15 @@ def run_job(
     cancel = cancel or threading.Event()
     job = load_job(db, job_id)
     options = TuneOptions.model_validate(job.options)
-    _update_job(db, job_id, owner, status="running", started_at=job.started_at or utcnow(),
-                error=None, finished_at=None)
+    _update_job(
+        db,
+        job_id,
+        owner,
+        status="running",
+        started_at=job.started_at or utcnow(),
+        error=None,
+        finished_at=None,
+    )
     try:
         with TrialLauncher(options.workload, options.device):  # the probe's and the trials'
             document = _JobRun(db, job_id, options, reporter, cancel, owner).run()
@@ -671,20 +793,32 @@ def run_job(
         raise
     except KeyboardInterrupt as exc:
         release_interrupted(exc)  # Ctrl-C may have landed inside one of Optuna's statements
-        _update_job(db, job_id, owner, status="interrupted",
-                    error="interrupted; resume with `autotune run ... --resume`")
+        _update_job(
+            db,
+            job_id,
+            owner,
+            status="interrupted",
+            error="interrupted; resume with `autotune run ... --resume`",
+        )
         raise
     except (SQLAlchemyError, optuna.exceptions.StorageInternalError):
         # The database went away (a restart, the network): not the job's fault. A worker puts
         # the job back in the queue once it reconnects; nothing here can be stored reliably.
         raise
     except Exception as exc:
-        _update_job(db, job_id, owner, status="failed", error=f"internal error: {exc!r}",
-                    finished_at=utcnow())
+        _update_job(
+            db,
+            job_id,
+            owner,
+            status="failed",
+            error=f"internal error: {exc!r}",
+            finished_at=utcnow(),
+        )
         raise
     else:
-        _update_job(db, job_id, owner, status="succeeded", recommendation=document,
-                    finished_at=utcnow())
+        _update_job(
+            db, job_id, owner, status="succeeded", recommendation=document, finished_at=utcnow()
+        )
     job = load_job(db, job_id)
     reporter.job_finished(job)
     return job

@@ -13,11 +13,24 @@ from autotune.space import Config
 
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b|%)?\s*$", re.IGNORECASE)
 _UNITS = {
-    "": 1, "b": 1,
-    "k": 10**3, "kb": 10**3, "ki": 2**10, "kib": 2**10,
-    "m": 10**6, "mb": 10**6, "mi": 2**20, "mib": 2**20,
-    "g": 10**9, "gb": 10**9, "gi": 2**30, "gib": 2**30,
-    "t": 10**12, "tb": 10**12, "ti": 2**40, "tib": 2**40,
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "ki": 2**10,
+    "kib": 2**10,
+    "m": 10**6,
+    "mb": 10**6,
+    "mi": 2**20,
+    "mib": 2**20,
+    "g": 10**9,
+    "gb": 10**9,
+    "gi": 2**30,
+    "gib": 2**30,
+    "t": 10**12,
+    "tb": 10**12,
+    "ti": 2**40,
+    "tib": 2**40,
 }
 
 _PLAN = MeasurePlan()
@@ -53,9 +66,7 @@ def parse_memory(value: str | int, device_total_bytes: int) -> int:
         return value
     match = _MEMORY.match(str(value))
     if match is None:
-        raise ConfigError(
-            f"--max-memory {value!r} is not a size; write bytes, 8GB, 512MiB or 80%"
-        )
+        raise ConfigError(f"--max-memory {value!r} is not a size; write bytes, 8GB, 512MiB or 80%")
     number, unit = float(match.group(1)), (match.group(2) or "").lower()
     if unit == "%":
         if not 0 < number <= 100:
@@ -109,8 +120,9 @@ class TuneOptions(BaseModel):
     epochs: int | None = Field(default=None, ge=1, le=1_000_000)
     steps: int | None = Field(default=None, ge=1, le=10**12)
     #: Seconds a trial that compiles may take beyond ``trial_timeout_s``.
-    compile_timeout_s: float = Field(default=DEFAULT_COMPILE_TIMEOUT_S, gt=0,
-                                     le=MAX_TRIAL_TIMEOUT_S)
+    compile_timeout_s: float = Field(
+        default=DEFAULT_COMPILE_TIMEOUT_S, gt=0, le=MAX_TRIAL_TIMEOUT_S
+    )
     #: The device class the job must run on (``cuda: NVIDIA H100 80GB HBM3``, ``cpu: MODEL, 16
     #: cores``, as ``GET /v1/devices`` lists them); None: the first device that runs it.
     device_class: str | None = Field(default=None, max_length=512)
@@ -206,8 +218,10 @@ class TuneOptions(BaseModel):
     def _device_fits_class(self) -> TuneOptions:
         kind = self.device_class.split(":", 1)[0] if self.device_class else None
         if kind is not None and self.device != "auto" and not self.device.startswith(kind):
-            raise ValueError(f"device {self.device!r} cannot run a job for device class "
-                             f"{self.device_class!r}; use device auto or {kind}")
+            raise ValueError(
+                f"device {self.device!r} cannot run a job for device class "
+                f"{self.device_class!r}; use device auto or {kind}"
+            )
         return self
 
     @field_validator("effective_batch")

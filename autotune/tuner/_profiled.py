@@ -36,8 +36,9 @@ class ProfileCancelled(Exception):
     """The job was cancelled while its profile was measured."""
 
 
-def profile_plan(space: SearchSpace, memory_budget_bytes: int | None, host_budget: bool,
-                 seconds: float) -> ProfilePlan:
+def profile_plan(
+    space: SearchSpace, memory_budget_bytes: int | None, host_budget: bool, seconds: float
+) -> ProfilePlan:
     """What to profile: the space's batches, precisions, layouts, worker counts and step
     thread counts."""
     choices = space.choices
@@ -58,8 +59,11 @@ def profile_plan(space: SearchSpace, memory_budget_bytes: int | None, host_budge
         retain_freed_memory=True in choices["retain_freed_memory"],
         fresh_heap=False in choices["retain_freed_memory"],
         intra_op_threads=[t for t in choices["intra_op_threads"] if t is not None],
-        fork_copy=(max(choices["num_workers"]) > 0 and False in choices["persistent_workers"]
-                   and True in choices["retain_freed_memory"]),
+        fork_copy=(
+            max(choices["num_workers"]) > 0
+            and False in choices["persistent_workers"]
+            and True in choices["retain_freed_memory"]
+        ),
         accumulation=any(batch < effective and effective % batch == 0 for batch in batches),
     )
 
@@ -97,8 +101,12 @@ def measure_profile(
             raise ProfileCancelled
         try:
             result = profile_workload(
-                workload, device, plan, timeout_s + plan.step_budget_s + plan.loader_budget_s,
-                memory_budget_bytes=memory_budget_bytes, budget_is_host_memory=host_budget,
+                workload,
+                device,
+                plan,
+                timeout_s + plan.step_budget_s + plan.loader_budget_s,
+                memory_budget_bytes=memory_budget_bytes,
+                budget_is_host_memory=host_budget,
                 cancel=cancel,
             )
         except TrialCancelled:
@@ -107,8 +115,9 @@ def measure_profile(
             result = str(exc)
     with db.session(immediate=True) as session:
         job = lock_owned_job(session, job_id, owner)
-        job.profile = {"error": result} if isinstance(result, str) else result.model_dump(
-            mode="json")
+        job.profile = (
+            {"error": result} if isinstance(result, str) else result.model_dump(mode="json")
+        )
     return result
 
 
@@ -159,8 +168,9 @@ class Predictor:
         """``config``'s predicted samples/s over the same configuration's without gradient
         accumulation (see :attr:`Profile.accumulation`); 1 where either is no figure."""
         alone = config.model_copy(update={"grad_accum_steps": 1})
-        rates = predict_configs(self.profile, [alone, config],
-                                self.memory_budget_bytes).samples_per_s
+        rates = predict_configs(
+            self.profile, [alone, config], self.memory_budget_bytes
+        ).samples_per_s
         with np.errstate(divide="ignore", invalid="ignore"):
             gain = float(rates[1] / rates[0])
         return gain if math.isfinite(gain) and gain > 0 else 1.0
@@ -177,8 +187,9 @@ class Predictor:
     def _of_space(self) -> Predictions:
         return predict_space(self.profile, self.space, self.memory_budget_bytes)
 
-    def ceiling(self, measured: Sequence[tuple[Config, float]]
-                ) -> tuple[float, float, float] | None:
+    def ceiling(
+        self, measured: Sequence[tuple[Config, float]]
+    ) -> tuple[float, float, float] | None:
         """The fastest samples/s the profile predicts for a configuration that fits: as it
         read it, on the scale its trials ran at (see :func:`measured_scales`), and on the
         highest scale a trial ran at other than the fastest measured (see
@@ -196,8 +207,10 @@ class Predictor:
         columns = predictions.columns
         scale = np.ones(len(predictions))
         for kind, value in scales.items():
-            scale[(columns.retain_freed_memory == kind.retain_freed_memory)
-                  & ((columns.num_workers == 0) == kind.loads_in_main)] = value
+            scale[
+                (columns.retain_freed_memory == kind.retain_freed_memory)
+                & ((columns.num_workers == 0) == kind.loads_in_main)
+            ] = value
         rate = predictions.samples_per_s
         fits = ~predictions.over_memory & np.isfinite(rate)
         if not fits.any():
@@ -213,8 +226,7 @@ class Predictor:
 #: profile's scale. Loader-side knobs it does not time (persistent workers, other prefetch
 #: factors) stay in: they move a configuration's throughput by its epoch's start, where these
 #: can double the step on a GPU.
-UNSCALED_KNOBS = frozenset({"compile", "tf32", "cudnn_benchmark", "pin_memory",
-                            "device_prefetch"})
+UNSCALED_KNOBS = frozenset({"compile", "tf32", "cudnn_benchmark", "pin_memory", "device_prefetch"})
 
 
 class ScaleClass(NamedTuple):
@@ -238,8 +250,11 @@ class CoveredRatio:
     ratio: float
 
 
-def covered_ratios(profile: Profile, measured: Sequence[tuple[Config, float]],
-                   memory_budget_bytes: int | None = None) -> list[CoveredRatio]:
+def covered_ratios(
+    profile: Profile,
+    measured: Sequence[tuple[Config, float]],
+    memory_budget_bytes: int | None = None,
+) -> list[CoveredRatio]:
     """The measured / predicted samples/s of the measured configurations that ran and set
     none of :data:`UNSCALED_KNOBS` otherwise than the profile ran them."""
     runs = [(config, value) for config, value in measured if value > 0]
@@ -280,8 +295,10 @@ def measured_scales(covered: Sequence[CoveredRatio]) -> dict[ScaleClass, float]:
     if not pooled:
         return {}
     classes = [ScaleClass(*kind) for kind in itertools.product((True, False), repeat=2)]
-    return {kind: statistics.median(by_class[kind] or by_heap[kind.retain_freed_memory]
-                                    or pooled) for kind in classes}
+    return {
+        kind: statistics.median(by_class[kind] or by_heap[kind.retain_freed_memory] or pooled)
+        for kind in classes
+    }
 
 
 def highest_other_ratio(covered: Sequence[CoveredRatio]) -> float | None:
@@ -306,8 +323,13 @@ def highest_other_ratio(covered: Sequence[CoveredRatio]) -> float | None:
 PROFILED_KNOBS = ("batch_size", "num_workers", "amp", "channels_last")
 
 
-def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
-                 already: Iterable[Config], keeping_batch: int | None = None) -> list[Config]:
+def seed_configs(
+    predictions: Predictions,
+    space: SearchSpace,
+    n_trials: int,
+    already: Iterable[Config],
+    keeping_batch: int | None = None,
+) -> list[Config]:
     """The predicted best few (one per combination of :data:`PROFILED_KNOBS`), the predicted
     best that keeps the effective batch ``keeping_batch`` (a batch size dividing it, for the
     drop-in answer), the best of each precision read close to the best that none of these
@@ -325,8 +347,12 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
     # The uncovered knobs the uncertain seeds taken so far explore.
     explored: set[str] = set()
 
-    def take(indices: Iterable[int], count: int, distinct_profiled: bool = False,
-             distinct_uncovered: bool = False) -> int:
+    def take(
+        indices: Iterable[int],
+        count: int,
+        distinct_profiled: bool = False,
+        distinct_uncovered: bool = False,
+    ) -> int:
         """Queue up to ``count`` of ``indices``; returns how many it queued."""
         taken = 0
         for index in indices:
@@ -356,8 +382,11 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
         if len(chosen) < room and twin.key() not in seen:
             seen.add(twin.key())
             chosen.append(twin)
-    if (keeping_batch is not None and len(chosen) < room
-            and not any(keeping_batch % config.batch_size == 0 for config in chosen)):
+    if (
+        keeping_batch is not None
+        and len(chosen) < room
+        and not any(keeping_batch % config.batch_size == 0 for config in chosen)
+    ):
         # The drop-in answer is the fastest measured configuration that keeps the user's
         # effective batch: without this seed only the search's detours reach one (a default
         # text-transformer job's was batch 16 with six workers at 1.05x the baseline, where
@@ -373,8 +402,7 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
     # Each explores knobs the profile did not run that no other does: a second compiled seed
     # cost a CPU job 35 s to learn what the first had shown (compile is the least known knob,
     # so the most uncertain are otherwise all compiled variants).
-    take(predictions.most_uncertain(among, among=among), uncertain_count,
-         distinct_uncovered=True)
+    take(predictions.most_uncertain(among, among=among), uncertain_count, distinct_uncovered=True)
     return chosen
 
 
@@ -384,8 +412,9 @@ def seed_configs(predictions: Predictions, space: SearchSpace, n_trials: int,
 CLOSE_PRECISION_SHARE = 0.9
 
 
-def _close_precisions(predictions: Predictions, ranked: Sequence[int],
-                      seeded: Sequence[Config]) -> list[int]:
+def _close_precisions(
+    predictions: Predictions, ranked: Sequence[int], seeded: Sequence[Config]
+) -> list[int]:
     """The predicted best of each precision (``amp``) that none of ``seeded`` runs in, where
     it reaches :data:`CLOSE_PRECISION_SHARE` of the best predicted; ``ranked`` is
     :meth:`Predictions.best` of every configuration (those that fit, fastest first).
@@ -407,8 +436,7 @@ def _close_precisions(predictions: Predictions, ranked: Sequence[int],
     _, firsts = np.unique(predictions.columns.amp[order], return_index=True)
     picked = []
     for index in (int(order[first]) for first in sorted(firsts)):
-        if (predictions.values(index)["amp"] not in have
-                and predictions.samples_per_s[index] >= bar):
+        if predictions.values(index)["amp"] not in have and predictions.samples_per_s[index] >= bar:
             picked.append(index)
     return picked
 
@@ -446,9 +474,11 @@ def _contention_twins(predictions: Predictions, space: SearchSpace) -> list[Conf
     if not best:
         return []
     config = space.config_from(predictions.values(best[0]))
-    twins = [config.model_copy(update={"intra_op_threads": t})
-             for t in space.choices["intra_op_threads"]
-             if config.num_workers and t != config.intra_op_threads]
+    twins = [
+        config.model_copy(update={"intra_op_threads": t})
+        for t in space.choices["intra_op_threads"]
+        if config.num_workers and t != config.intra_op_threads
+    ]
     if space.device.is_cuda:
         return twins
     other = _fastest_other_loading(predictions, best[0])
@@ -486,9 +516,14 @@ def _fastest_other_loading(predictions: Predictions, index: int) -> int | None:
 SLOW_SHARE = 1 / 3
 
 
-def predicted_too_slow(predictor: Predictor, config: Config, best: float,
-                       compile_s: float | None = None, run_samples: int | None = None,
-                       best_config: Config | None = None) -> str | None:
+def predicted_too_slow(
+    predictor: Predictor,
+    config: Config,
+    best: float,
+    compile_s: float | None = None,
+    run_samples: int | None = None,
+    best_config: Config | None = None,
+) -> str | None:
     """Why ``config`` is not worth measuring beside the best measured so far (samples/s over
     a run of ``run_samples``, of ``best_config`` where given), or None.
 
@@ -508,10 +543,13 @@ def predicted_too_slow(predictor: Predictor, config: Config, best: float,
     bar = min(best, best_predicted or best)
     if over_run >= SLOW_SHARE * bar:
         return None
-    compiling = (f" over the run, {charged:.1f} s of compiling included" if over_run < predicted
-                 else "")
-    return (f"the profile predicts {over_run:,.1f} samples/s{compiling}, under a third of the "
-            f"best measured so far ({best:,.1f})")
+    compiling = (
+        f" over the run, {charged:.1f} s of compiling included" if over_run < predicted else ""
+    )
+    return (
+        f"the profile predicts {over_run:,.1f} samples/s{compiling}, under a third of the "
+        f"best measured so far ({best:,.1f})"
+    )
 
 
 #: How far above its prediction a configuration may measure, in its prediction's uncertainties
@@ -522,8 +560,9 @@ def predicted_too_slow(predictor: Predictor, config: Config, best: float,
 REACH_UNCERTAINTIES = 2
 
 
-def below_reach(predictor: Predictor, config: Config, best: float,
-                best_config: Config) -> str | None:
+def below_reach(
+    predictor: Predictor, config: Config, best: float, best_config: Config
+) -> str | None:
     """Why the profile rules ``config``, a neighbour of the best measured so far (``best``
     samples/s, of ``best_config``), out as a step up from it, or None.
 
@@ -541,8 +580,10 @@ def below_reach(predictor: Predictor, config: Config, best: float,
     bar = min(best, predictor.samples_per_s(best_config) or best)
     if reach >= bar:
         return None
-    return (f"the profile allows it at most {reach:,.1f} samples/s, under the best it is next "
-            f"to ({best:,.1f} measured)")
+    return (
+        f"the profile allows it at most {reach:,.1f} samples/s, under the best it is next "
+        f"to ({best:,.1f} measured)"
+    )
 
 
 #: torch.compile's modes by the work they do: max-autotune compiles what default compiles and
@@ -556,7 +597,7 @@ def compile_lower_bound(shortest_compile_s: Mapping[str, float], mode: str) -> f
     measured so far of ``mode`` and of the modes that do less work; None when none was."""
     if mode not in COMPILE_MODES_BY_COST:
         return None
-    cheaper_or_same = COMPILE_MODES_BY_COST[:COMPILE_MODES_BY_COST.index(mode) + 1]
+    cheaper_or_same = COMPILE_MODES_BY_COST[: COMPILE_MODES_BY_COST.index(mode) + 1]
     bounds = [shortest_compile_s[m] for m in cheaper_or_same if m in shortest_compile_s]
     return max(bounds) if bounds else None
 
@@ -567,7 +608,6 @@ PredictFn = Callable[[Config], float | None]
 
 def no_prediction(config: Config) -> float | None:
     return None
-
 
 
 def predicted_ranking(
@@ -586,9 +626,14 @@ def predicted_ranking(
     space = SearchSpace(probe.device, probe.workload)
     host_budget = not probe.device.is_cuda
     plan = profile_plan(space, memory_budget_bytes, host_budget, seconds)
-    profile = profile_workload(workload, device, plan, timeout_s + seconds,
-                               memory_budget_bytes=memory_budget_bytes,
-                               budget_is_host_memory=host_budget)
+    profile = profile_workload(
+        workload,
+        device,
+        plan,
+        timeout_s + seconds,
+        memory_budget_bytes=memory_budget_bytes,
+        budget_is_host_memory=host_budget,
+    )
     if profile.extra_workers:
         space = SearchSpace(probe.device, probe.workload, extra_workers=profile.extra_workers)
     return profile, ranking(predict_space(profile, space, memory_budget_bytes), space)

@@ -36,8 +36,9 @@ class Reporter:
     def trial_finished(self, trial: Trial) -> None:
         """A trial was measured and stored."""
 
-    def candidate_left(self, config: Config, after_round: int, runs_saved: int,
-                       reason: str) -> None:
+    def candidate_left(
+        self, config: Config, after_round: int, runs_saved: int, reason: str
+    ) -> None:
         """A confirmation candidate left the race after ``after_round`` rounds (``reason``);
         the confirmation runs ``runs_saved`` fewer re-measurements."""
 

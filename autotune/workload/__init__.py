@@ -9,5 +9,12 @@ from autotune.workload._loader import (
     preload_workload,
 )
 
-__all__ = ["ModelInputs", "Workload", "WorkloadRef", "builtin_names", "load_workload",
-           "parse_ref", "preload_workload"]
+__all__ = [
+    "ModelInputs",
+    "Workload",
+    "WorkloadRef",
+    "builtin_names",
+    "load_workload",
+    "parse_ref",
+    "preload_workload",
+]

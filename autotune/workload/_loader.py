@@ -118,8 +118,9 @@ def load_factory(ref: WorkloadRef) -> Callable[[], object]:
 
         return BUILTINS[ref.target]
     try:
-        module = _import_file(ref.target) if ref.kind == "file" else \
-            importlib.import_module(ref.target)
+        module = (
+            _import_file(ref.target) if ref.kind == "file" else importlib.import_module(ref.target)
+        )
     except WorkloadError:
         raise
     except ModuleNotFoundError as exc:
@@ -138,8 +139,10 @@ def load_factory(ref: WorkloadRef) -> Callable[[], object]:
             f"autotune.Workload` there or name another with {where}:FUNCTION"
         )
     if not callable(factory):
-        raise WorkloadError(f"{ref} is a {type(factory).__name__}, not a function returning a "
-                            "Workload; make it a function")
+        raise WorkloadError(
+            f"{ref} is a {type(factory).__name__}, not a function returning a "
+            "Workload; make it a function"
+        )
     return cast(Callable[[], object], factory)
 
 
@@ -169,10 +172,13 @@ def load_workload(spec: str | WorkloadRef) -> Workload:
     if workload.model_inputs not in MODEL_INPUTS:
         raise WorkloadError(
             f"{ref}(): Workload.model_inputs {workload.model_inputs!r} is not one of "
-            f"{', '.join(MODEL_INPUTS)}; use \"auto\" to pass a dict as keyword arguments"
+            f'{", ".join(MODEL_INPUTS)}; use "auto" to pass a dict as keyword arguments'
         )
-    if isinstance(workload.batch_size, bool) or not isinstance(workload.batch_size, int) \
-            or workload.batch_size < 1:
+    if (
+        isinstance(workload.batch_size, bool)
+        or not isinstance(workload.batch_size, int)
+        or workload.batch_size < 1
+    ):
         raise WorkloadError(
             f"{ref}(): Workload.batch_size {workload.batch_size!r} is not a positive whole "
             "number; pass the batch size you train with today, e.g. 32"

@@ -46,8 +46,9 @@ class Encoder(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(NUM_FEATURES, NUM_FEATURES), nn.ReLU(),
-                                 nn.Linear(NUM_FEATURES, EMBED_DIM))
+        self.net = nn.Sequential(
+            nn.Linear(NUM_FEATURES, NUM_FEATURES), nn.ReLU(), nn.Linear(NUM_FEATURES, EMBED_DIM)
+        )
 
     def forward(self, views: torch.Tensor) -> torch.Tensor:
         return F.normalize(self.net(views), dim=-1)
@@ -70,6 +71,6 @@ def workload() -> Workload:
         optimizer=lambda params: torch.optim.AdamW(params, lr=1e-3),
         batch_size=64,
         description="Contrastive encoder with an in-batch B x B loss over 2048-wide "
-                    "embeddings: larger batches cost more per sample; bf16 does not pay on a "
-                    "CPU without native bf16.",
+        "embeddings: larger batches cost more per sample; bf16 does not pay on a "
+        "CPU without native bf16.",
     )

@@ -46,12 +46,13 @@ class RemoteSamples(Dataset[tuple[torch.Tensor, torch.Tensor]]):
 def workload() -> Workload:
     return Workload(
         name="many-workers",
-        model=lambda: nn.Sequential(nn.Linear(NUM_FEATURES, 128), nn.ReLU(),
-                                    nn.Linear(128, NUM_CLASSES)),
+        model=lambda: nn.Sequential(
+            nn.Linear(NUM_FEATURES, 128), nn.ReLU(), nn.Linear(128, NUM_CLASSES)
+        ),
         dataset=RemoteSamples,
         loss=nn.CrossEntropyLoss(),
         optimizer=lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9),
         batch_size=32,
         description="Small MLP on samples that each wait 15 ms on storage: the best worker "
-                    "count is far above the cores.",
+        "count is far above the cores.",
     )

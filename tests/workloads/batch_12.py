@@ -11,8 +11,9 @@ from autotune.workload._contract import Workload
 
 def make_dataset() -> TensorDataset:
     g = torch.Generator().manual_seed(0)
-    return TensorDataset(torch.randn(1024, 32, generator=g),
-                         torch.randint(0, 4, (1024,), generator=g))
+    return TensorDataset(
+        torch.randn(1024, 32, generator=g), torch.randint(0, 4, (1024,), generator=g)
+    )
 
 
 def workload() -> Workload:

@@ -14,13 +14,16 @@ WIDTH = 1024
 
 def make_dataset() -> TensorDataset:
     g = torch.Generator().manual_seed(0)
-    return TensorDataset(torch.randn(NUM_SAMPLES, WIDTH, generator=g),
-                         torch.randint(0, 10, (NUM_SAMPLES,), generator=g))
+    return TensorDataset(
+        torch.randn(NUM_SAMPLES, WIDTH, generator=g),
+        torch.randint(0, 10, (NUM_SAMPLES,), generator=g),
+    )
 
 
 def make_model() -> nn.Module:
-    return nn.Sequential(nn.Linear(WIDTH, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(),
-                         nn.Linear(2048, 10))
+    return nn.Sequential(
+        nn.Linear(WIDTH, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 10)
+    )
 
 
 def workload() -> Workload:

@@ -24,15 +24,22 @@ HIDDEN_LAYERS = 4
 def workload() -> Workload:
     def dataset() -> TensorDataset:
         g = torch.Generator().manual_seed(0)
-        return TensorDataset(torch.randn(NUM_SAMPLES, WIDTH, generator=g),
-                             torch.randint(0, 10, (NUM_SAMPLES,), generator=g))
+        return TensorDataset(
+            torch.randn(NUM_SAMPLES, WIDTH, generator=g),
+            torch.randint(0, 10, (NUM_SAMPLES,), generator=g),
+        )
 
     return Workload(
         model=lambda: nn.Sequential(
-            nn.Linear(WIDTH, HIDDEN), nn.ReLU(),
-            *(layer for _ in range(HIDDEN_LAYERS) for layer in (nn.Linear(HIDDEN, HIDDEN),
-                                                                nn.ReLU())),
-            nn.Linear(HIDDEN, 10)),
+            nn.Linear(WIDTH, HIDDEN),
+            nn.ReLU(),
+            *(
+                layer
+                for _ in range(HIDDEN_LAYERS)
+                for layer in (nn.Linear(HIDDEN, HIDDEN), nn.ReLU())
+            ),
+            nn.Linear(HIDDEN, 10),
+        ),
         dataset=dataset,
         loss=nn.CrossEntropyLoss(),
         optimizer=lambda params: torch.optim.SGD(params, lr=0.01),

@@ -18,9 +18,17 @@ NUM_LABELS = 3
 
 
 def bert() -> BertForSequenceClassification:
-    return BertForSequenceClassification(BertConfig(
-        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=LENGTH, num_labels=NUM_LABELS))
+    return BertForSequenceClassification(
+        BertConfig(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=LENGTH,
+            num_labels=NUM_LABELS,
+        )
+    )
 
 
 class Sentences(Dataset[dict[str, torch.Tensor]]):
@@ -37,8 +45,11 @@ class Sentences(Dataset[dict[str, torch.Tensor]]):
         return NUM_SAMPLES
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.ids[index] * self.mask[index],
-                "attention_mask": self.mask[index], "labels": self.labels[index]}
+        return {
+            "input_ids": self.ids[index] * self.mask[index],
+            "attention_mask": self.mask[index],
+            "labels": self.labels[index],
+        }
 
 
 def workload() -> Workload:

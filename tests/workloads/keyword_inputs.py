@@ -27,8 +27,12 @@ class TokenClassifier(nn.Module):
         self.embed = nn.Embedding(VOCAB, 16)
         self.head = nn.Linear(16, NUM_CLASSES)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                labels: torch.Tensor | None = None) -> Any:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        labels: torch.Tensor | None = None,
+    ) -> Any:
         mask = attention_mask.unsqueeze(-1).to(self.embed.weight.dtype)
         logits = self.head((self.embed(input_ids) * mask).sum(1) / mask.sum(1).clamp(min=1))
         if labels is None:
@@ -70,24 +74,44 @@ def _sgd(params: Any) -> torch.optim.Optimizer:
 
 def workload() -> Workload:
     """Dict inputs beside the target, a loss function: ``loss(model(**inputs), target)``."""
-    return Workload(model=TokenClassifier, dataset=lambda: Tokens(labels_inside=False),
-                    loss=nn.CrossEntropyLoss(), optimizer=_sgd, name="keyword-inputs")
+    return Workload(
+        model=TokenClassifier,
+        dataset=lambda: Tokens(labels_inside=False),
+        loss=nn.CrossEntropyLoss(),
+        optimizer=_sgd,
+        name="keyword-inputs",
+    )
 
 
 def model_loss() -> Workload:
     """Labels inside the dict and the loss computed by the model, as Hugging Face's are."""
-    return Workload(model=TokenClassifier, dataset=lambda: Tokens(labels_inside=True),
-                    loss=None, optimizer=_sgd, name="model-loss")
+    return Workload(
+        model=TokenClassifier,
+        dataset=lambda: Tokens(labels_inside=True),
+        loss=None,
+        optimizer=_sgd,
+        name="model-loss",
+    )
 
 
 def positional() -> Workload:
     """A model that takes the dict as one argument: ``model_inputs="positional"``."""
-    return Workload(model=OneDictArgument, dataset=lambda: Tokens(labels_inside=False),
-                    loss=nn.CrossEntropyLoss(), optimizer=_sgd, name="one-dict-argument",
-                    model_inputs="positional")
+    return Workload(
+        model=OneDictArgument,
+        dataset=lambda: Tokens(labels_inside=False),
+        loss=nn.CrossEntropyLoss(),
+        optimizer=_sgd,
+        name="one-dict-argument",
+        model_inputs="positional",
+    )
 
 
 def positional_left_auto() -> Workload:
     """The same model without the override: the dict is unpacked and the call fails."""
-    return Workload(model=OneDictArgument, dataset=lambda: Tokens(labels_inside=False),
-                    loss=nn.CrossEntropyLoss(), optimizer=_sgd, name="one-dict-argument-auto")
+    return Workload(
+        model=OneDictArgument,
+        dataset=lambda: Tokens(labels_inside=False),
+        loss=nn.CrossEntropyLoss(),
+        optimizer=_sgd,
+        name="one-dict-argument-auto",
+    )

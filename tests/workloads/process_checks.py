@@ -33,9 +33,11 @@ def _killed() -> nn.Module:
 
 def _lineage() -> nn.Module:
     imported_before = "autotune_test_marker" in sys.modules
-    raise RuntimeError(f"pid={os.getpid()} ppid={os.getppid()} sid={os.getsid(0)} "
-                       f"pgid={os.getpgid(0)} marker={imported_before} "
-                       f"dynamo={'torch._dynamo' in sys.modules}")
+    raise RuntimeError(
+        f"pid={os.getpid()} ppid={os.getppid()} sid={os.getsid(0)} "
+        f"pgid={os.getpgid(0)} marker={imported_before} "
+        f"dynamo={'torch._dynamo' in sys.modules}"
+    )
 
 
 #: Calls of :func:`_global_state` this process has seen: a fresh module starts with none.
@@ -43,9 +45,11 @@ _CALLS: list[int] = []
 
 
 def _global_state() -> nn.Module:
-    found = (f"cudnn.benchmark={torch.backends.cudnn.benchmark} "
-             f"threads={torch.get_num_threads()} seed={torch.initial_seed()} "
-             f"grad={torch.is_grad_enabled()} calls={len(_CALLS)}")
+    found = (
+        f"cudnn.benchmark={torch.backends.cudnn.benchmark} "
+        f"threads={torch.get_num_threads()} seed={torch.initial_seed()} "
+        f"grad={torch.is_grad_enabled()} calls={len(_CALLS)}"
+    )
     _CALLS.append(1)
     torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark
     torch.set_num_threads(max(1, torch.get_num_threads() + 1))

@@ -31,8 +31,9 @@ def workload() -> Workload:
     g = torch.Generator().manual_seed(0)
     return Workload(
         model=lambda: nn.Linear(16, 4),
-        dataset=lambda: TensorDataset(torch.randn(1024, 16, generator=g),
-                                      torch.randint(0, 4, (1024,), generator=g)),
+        dataset=lambda: TensorDataset(
+            torch.randn(1024, 16, generator=g), torch.randint(0, 4, (1024,), generator=g)
+        ),
         loss=nn.CrossEntropyLoss(),
         optimizer=_optimizer,
         name="slow-optimizer",

@@ -21,8 +21,9 @@ def slow_start(worker_id: int) -> None:
 
 def make_dataset() -> TensorDataset:
     g = torch.Generator().manual_seed(0)
-    return TensorDataset(torch.randn(NUM_SAMPLES, 16, generator=g),
-                         torch.randint(0, 4, (NUM_SAMPLES,), generator=g))
+    return TensorDataset(
+        torch.randn(NUM_SAMPLES, 16, generator=g), torch.randint(0, 4, (NUM_SAMPLES,), generator=g)
+    )
 
 
 def workload() -> Workload:

@@ -34,8 +34,9 @@ def workload() -> Workload:
     g = torch.Generator().manual_seed(0)
     return Workload(
         model=Stalled,
-        dataset=lambda: TensorDataset(torch.randn(256, 16, generator=g),
-                                      torch.randint(0, 4, (256,), generator=g)),
+        dataset=lambda: TensorDataset(
+            torch.randn(256, 16, generator=g), torch.randint(0, 4, (256,), generator=g)
+        ),
         loss=nn.CrossEntropyLoss(),
         optimizer=lambda params: torch.optim.SGD(params, lr=0.1),
         name="stalled-start",

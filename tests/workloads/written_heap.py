@@ -19,8 +19,9 @@ class WritesScratch(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.linear = nn.Linear(16, 4)
-        self.register_buffer("scratch", torch.zeros(SCRATCH_BYTES, dtype=torch.uint8),
-                             persistent=False)
+        self.register_buffer(
+            "scratch", torch.zeros(SCRATCH_BYTES, dtype=torch.uint8), persistent=False
+        )
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
@@ -30,8 +31,9 @@ class WritesScratch(nn.Module):
 
 def make_dataset() -> TensorDataset:
     g = torch.Generator().manual_seed(0)
-    return TensorDataset(torch.randn(NUM_SAMPLES, 16, generator=g),
-                         torch.randint(0, 4, (NUM_SAMPLES,), generator=g))
+    return TensorDataset(
+        torch.randn(NUM_SAMPLES, 16, generator=g), torch.randint(0, 4, (NUM_SAMPLES,), generator=g)
+    )
 
 
 def workload() -> Workload:

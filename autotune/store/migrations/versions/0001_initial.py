@@ -48,8 +48,12 @@ def upgrade() -> None:
     op.create_table(
         "autotune_trials",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
-        sa.Column("job_id", sa.Integer(),
-                  sa.ForeignKey("autotune_jobs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column(
+            "job_id",
+            sa.Integer(),
+            sa.ForeignKey("autotune_jobs.id", ondelete="CASCADE"),
+            nullable=False,
+        ),
         sa.Column("number", sa.Integer(), nullable=False),
         sa.Column("optuna_number", sa.Integer(), nullable=True),
         sa.Column("phase", sa.String(16), nullable=False),

@@ -20,8 +20,9 @@ def upgrade() -> None:
         jobs.add_column(sa.Column("device_class", sa.String(512), nullable=True))
     op.create_index("ix_autotune_jobs_device_class", "autotune_jobs", ["device_class"])
     # Two writers that both read max(number) must not both store the same number.
-    op.create_index("uq_autotune_trials_job_number", "autotune_trials", ["job_id", "number"],
-                    unique=True)
+    op.create_index(
+        "uq_autotune_trials_job_number", "autotune_trials", ["job_id", "number"], unique=True
+    )
 
 
 def downgrade() -> None:

@@ -21,13 +21,17 @@ def upgrade() -> None:
         trials.add_column(sa.Column("epoch_restart_s", sa.Float(), nullable=True))
         trials.add_column(sa.Column("steps_per_epoch", sa.Integer(), nullable=True))
     # GPU utilisation was stored as NVML's percent; every stored number is now a fraction.
-    op.execute("UPDATE autotune_trials SET device_utilization = device_utilization / 100.0 "
-               "WHERE device_utilization > 1")
+    op.execute(
+        "UPDATE autotune_trials SET device_utilization = device_utilization / 100.0 "
+        "WHERE device_utilization > 1"
+    )
 
 
 def downgrade() -> None:
-    op.execute("UPDATE autotune_trials SET device_utilization = device_utilization * 100.0 "
-               "WHERE device_utilization <= 1")
+    op.execute(
+        "UPDATE autotune_trials SET device_utilization = device_utilization * 100.0 "
+        "WHERE device_utilization <= 1"
+    )
     with op.batch_alter_table("autotune_trials") as trials:
         trials.drop_column("steps_per_epoch")
         trials.drop_column("epoch_restart_s")

@@ -17,8 +17,11 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("autotune_trials") as trials:
-        trials.add_column(sa.Column("pruned_during_warmup", sa.Boolean(), nullable=False,
-                                    server_default=sa.false()))
+        trials.add_column(
+            sa.Column(
+                "pruned_during_warmup", sa.Boolean(), nullable=False, server_default=sa.false()
+            )
+        )
 
 
 def downgrade() -> None:

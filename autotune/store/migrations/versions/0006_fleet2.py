@@ -18,8 +18,9 @@ depends_on = None
 def upgrade() -> None:
     for table in ("autotune_jobs", "autotune_trials"):
         with op.batch_alter_table(table) as batch:
-            batch.add_column(sa.Column("measurement_set", sa.Integer(), nullable=False,
-                                       server_default="1"))
+            batch.add_column(
+                sa.Column("measurement_set", sa.Integer(), nullable=False, server_default="1")
+            )
     op.create_table(
         "autotune_workers",
         sa.Column("id", sa.String(256), primary_key=True),
