@@ -18,18 +18,14 @@ from hypothesis import strategies as st
 
 from autotune.recommend import confirm, pick_candidates
 from autotune.recommend._batch import same_effective_batch_entry
-from autotune.recommend._confirm import (
-    MIN_ROUNDS_TO_LEAVE,
-    RACE_MARGIN,
-    CandidateRuns,
-    differing_knobs,
-    plateau_twin,
-)
+from autotune.recommend._confirm import MIN_ROUNDS_TO_LEAVE, RACE_MARGIN
 from autotune.recommend._document import (
     speedup_sentence,
     steadiness_sentence,
     widest_run_spread,
 )
+from autotune.recommend._pick import differing_knobs, plateau_twin
+from autotune.recommend._runs import CandidateRuns
 from autotune.space import AmpMode, Config
 from autotune.store import TrialRecord
 

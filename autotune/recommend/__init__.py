@@ -3,10 +3,11 @@
 from autotune.recommend._apply import Recommendation, load_recommendation
 from autotune.recommend._batch import keeping_effective_batch, learning_rate_advice
 from autotune.recommend._confirm import (
-    CandidateRuns,
-    Confirmation,
+    ConfirmationRace,
+    QuietObserver,
+    RaceObserver,
+    RacePlan,
     confirm,
-    pick_candidates,
 )
 from autotune.recommend._diagnosis import (
     TrialView,
@@ -16,6 +17,8 @@ from autotune.recommend._diagnosis import (
 )
 from autotune.recommend._document import build_document, speedup_sentence
 from autotune.recommend._export import exports
+from autotune.recommend._pick import pick_candidates
+from autotune.recommend._runs import CandidateRuns, Confirmation
 from autotune.recommend._schema import SCHEMA, validate_recommendation
 
 __all__ = [
@@ -24,6 +27,10 @@ __all__ = [
     "SCHEMA",
     "CandidateRuns",
     "Confirmation",
+    "ConfirmationRace",
+    "QuietObserver",
+    "RaceObserver",
+    "RacePlan",
     "Recommendation",
     "TrialView",
     "build_document",

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from autotune.recommend._confirm import CandidateRuns, Confirmation
+from autotune.recommend._runs import CandidateRuns, Confirmation
 from autotune.space import Config
 from autotune.store import TrialRecord
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from autotune.predict import Profile
 from autotune.recommend._batch import batch_answers, batch_sentence
-from autotune.recommend._confirm import CandidateRuns, Confirmation
 from autotune.recommend._diagnosis import TrialView, diagnose
 from autotune.recommend._export import exports
+from autotune.recommend._runs import CandidateRuns, Confirmation
 from autotune.recommend._schema import SCHEMA
 from autotune.space import DeviceInfo
 from autotune.store import TrialRecord
