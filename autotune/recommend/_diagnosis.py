@@ -270,8 +270,8 @@ def _workers(count: int) -> str:
 
 #: A step is dominated by its fixed cost per step (on a GPU: launching kernels while the
 #: device waits) when its time grows by less than :data:`FIXED_COST_GROWTH` from a batch at
-#: least :data:`FIXED_COST_BATCHES` times smaller. Seen on an H200 (image-cnn, fp32): 2.3 ms a
-#: step at batch 8, 2.9 ms at 256.
+#: least :data:`FIXED_COST_BATCHES` times smaller, as a small model's step on a fast GPU does
+#: (evidence: ``benchmarks/log/``).
 FIXED_COST_GROWTH = 1.5
 FIXED_COST_BATCHES = 8
 
@@ -352,8 +352,8 @@ def ceiling_sentence(
     The share compares like with like: the two bounds at the recommendation's own batch size,
     precision, layout and workers, as the profile predicts them (the loader was timed at one
     batch size; its rate at another is scaled by the predictor's model of a batch's fixed and
-    per-sample costs). Measured on an H200 (text-transformer), the loader's best at batch 32
-    was 18,580 samples/s where the recommendation at batch 512 trained at 39,322.
+    per-sample costs), since a loader timed at a small batch can read at half the rate a
+    recommendation at a large one trains at (evidence: ``benchmarks/log/``).
     """
     numbers = ceiling_numbers(profile)
     if numbers is None:

@@ -77,11 +77,9 @@ def speedup_sentence(confirmation: Confirmation) -> str:
 
 
 #: A configuration whose confirmation runs measured this far apart (its fastest over its
-#: slowest) says the machine's own speed moved while the job ran. On a quiet machine a run's
-#: spread is a CV of about 5% (benchmarks/RESULTS.md section 3): three runs rarely span more
-#: than 1.15x. On a 2-core Xeon VM whose second core slowed by a third for minutes at a time
-#: (2026-11-27), one image-cnn job's baseline ran at 1,086-1,583 samples/s and its pick at
-#: 2,600-3,864, and six profiles' step at batch 128 read 2,713-4,925 within an hour.
+#: slowest) says the machine's own speed moved while the job ran: on a quiet machine a run's
+#: spread is a CV of about 5%, so three runs rarely span more than 1.15x (evidence:
+#: ``benchmarks/RESULTS.md``; machines whose speed moved: ``benchmarks/log/``).
 UNSTEADY_SPREAD = 1.25
 
 

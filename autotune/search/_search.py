@@ -21,7 +21,7 @@ FRUITLESS_ASKS_BEFORE_NUDGE = 20
 MIN_IMPROVEMENT = 0.02
 #: The best measured has reached the profile's ceiling (the fastest it predicts anywhere in the
 #: space) once it is within this share of it: a trial's run-to-run spread on a quiet machine
-#: (about 5%, benchmarks/RESULTS.md section 3). No configuration the profile foresees can then
+#: (about 5%, see ``benchmarks/RESULTS.md``). No configuration the profile foresees can then
 #: gain beyond the noise; only one it mispredicts can, and the best's neighbours are still
 #: measured for that before the search ends. A best above the ceiling by more than that share
 #: has not reached it but broken through it (see :func:`at_ceiling`).
@@ -212,19 +212,13 @@ def _queue_adjacent(
     ``out_of_reach`` judges unable to beat the best is skipped unmeasured instead.
 
     A converged search has measured the seeds and the sampler's proposals around them, not
-    necessarily the batch or worker count next to its best: on a 2-core CPU, slow-storage's
-    default job converged on batch 32 with 48 workers and prefetch 1, where batch 48 and
-    prefetch 2 each trained faster in every paired round (benchmarks/RESULTS.md 1c).
+    necessarily the batch or worker count next to its best, and a neighbour there can train
+    faster in every paired round (evidence: ``benchmarks/log/``).
 
     The climb goes on from a new best only where it gained more than a trial's run-to-run
     spread (``1 - CEILING_SHARE``, 5%) on the best climbed from before: a neighbour a little
-    faster is no evidence of a slope. On a 2-core EPYC with AVX-512 default image-cnn jobs
-    climbed on gains of 0.6-3.2%: one from batch 192 with 4 workers (3,672 samples/s) to 6
-    workers (3,725), then 6 workers 16 ahead (3,845), measuring neighbours to the end of its
-    budget (7 of its 20 trials), where its confirmation read two of them at 3,534 and 3,684
-    samples/s (medians of three runs each, in the other order); another from batch 384 with 2
-    workers (3,970) to batch 512 (4,069, +2.5%), then 3 workers (4,168, +2.4%), also to the end
-    of its budget.
+    faster is no evidence of a slope, and climbing on such gains spends the budget on
+    neighbours that the confirmation then cannot order (evidence: ``benchmarks/log/``).
     """
     best = state.best_config
     if best is None or best.key() in state.refined:
@@ -256,10 +250,8 @@ def at_ceiling(
 
     The profile reads each point in a fraction of a second, in one moment of a machine whose
     speed moves by a fifth within minutes, and the best is the fastest of several noisy trials:
-    neither alone places the ceiling within 5%. On a 2-core EPYC a default text-transformer
-    job's profile read 10% under its trials, so its best passed the ceiling as if through it
-    and the search ran its whole budget (393 s); another's trials ran at 0.83 of its profile
-    and one of them at 1.06, above the ceiling so scaled (benchmarks/RESULTS.md 1b).
+    neither alone places the ceiling within 5%, so a best that only seemed to pass the ceiling
+    would otherwise run the search's whole budget (evidence: ``benchmarks/log/``).
 
     A best above all of them by more than the noise, standing out from the other trials as
     well, shows the profile mispredicting the top of the space, through a knob it does not
