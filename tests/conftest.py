@@ -47,7 +47,13 @@ def pytest_report_header(config: pytest.Config) -> str:
     return "versions: " + ", ".join(f"{name} {installed(name)}" for name in DRIFT_WATCHED)
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by the marks added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A test that takes the browser fixture is in the browser tier, marked or not, so that the
+    # fast tier never needs Chromium.
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
     if torch.cuda.is_available():
         return
     skip_cuda = pytest.mark.skip(reason="needs a CUDA device; none is available here")
