@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help=f"where to write the report (default: {DEFAULT_OUTPUT} for the "
         f"full run, {DEFAULT_CUDA_OUTPUT.name} beside it on CUDA, a file "
-        "in the temporary folder for --smoke)",
+        "in the temporary folder for --smoke); on a results page such as "
+        "RESULTS.md only its latest run is replaced, and the run before is "
+        "appended to the month's file in log/ beside it",
     )
     parser.add_argument(
         "--workload",

@@ -12,6 +12,7 @@ from pathlib import Path
 from autotune.store import open_database
 from benchmarks import _alternatives, _cost, _quality, _search_quality
 from benchmarks._harness import GRID_BEST, TUNER, WorkloadContext, compare, log
+from benchmarks._page import replace_section, write_report
 from benchmarks._report import header, render
 from benchmarks._results import WorkloadResults
 from benchmarks._settings import COMMITTED_PICKS, SuiteSettings, WorkloadGrid
@@ -83,6 +84,9 @@ def run_suite(
 ) -> Path:
     """Run every section on the chosen workloads (all by default) and write the report.
 
+    Where ``output`` is a results page (``benchmarks/RESULTS.md``), only its latest run is
+    replaced and the run before is appended to the month's file in ``benchmarks/log/``.
+
     The tuner's jobs go to one SQLite file per workload in ``databases``, kept to be read trial
     by trial (``autotune jobs``, ``autotune report``), or in a temporary folder deleted at the end.
     """
@@ -121,10 +125,13 @@ def run_suite(
     ]
     wall = time.monotonic() - started
     report = render(header(settings, wall, (load_before, os.getloadavg()[0])), sections)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(report)
-    log(f"suite done in {wall / 60:.1f} min; report written to {output}")
+    logged = write_report(output, report)
+    log(f"suite done in {wall / 60:.1f} min; report written to {output}" + _moved(logged))
     return output
+
+
+def _moved(logged: Path | None) -> str:
+    return f"; the run it replaced appended to {logged}" if logged else ""
 
 
 #: The heading ``--only-quality`` replaces the section under.
@@ -168,9 +175,6 @@ def run_quality_only(
             else "."
         )
     )
-    report = output.read_text()
-    head, _, rest = report.partition(_SECTION_3)
-    _, _, tail = rest.partition("## 4.")
-    output.write_text(head + section.markdown() + "\n## 4." + tail)
-    log(f"section 3 done in {wall / 60:.1f} min; written into {output}")
+    logged = replace_section(output, _SECTION_3, "## 4.", section.markdown())
+    log(f"section 3 done in {wall / 60:.1f} min; written into {output}" + _moved(logged))
     return output
