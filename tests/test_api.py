@@ -326,7 +326,7 @@ def test_serve_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
         timeout=120,
         env=clean_env(),
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # invalid input
     assert result.stderr.strip() == (
         "autotune: error: refusing to serve on 0.0.0.0 without AUTOTUNE_API_TOKEN, since "
         "anyone who reaches it could run jobs; set AUTOTUNE_API_TOKEN or pass "

@@ -9,12 +9,17 @@ import signal
 import subprocess
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 import psutil
 import pytest
+import torch
 from conftest import rows
 
+import autotune as autotune_package
+from autotune.cli import EXIT_CODES, exit_code_of
+from autotune.errors import ConfigError, NoFeasibleConfigError, StoreError, WorkloadError
 from autotune.recommend import validate_recommendation
 from autotune.tuner._job import MIN_CONFIRM_ENTRIES, confirm_room
 
@@ -49,8 +54,12 @@ def autotune(
     )
 
 
-def assert_clear_error(result: subprocess.CompletedProcess[str], phrase: str) -> None:
-    assert result.returncode != 0
+def assert_clear_error(
+    result: subprocess.CompletedProcess[str], phrase: str, exit_code: int = 2
+) -> None:
+    """One line on stderr naming ``phrase``, no traceback, and the exit code of its kind (2:
+    invalid input)."""
+    assert result.returncode == exit_code, result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
@@ -386,3 +395,37 @@ def test_bench_refuses_a_bad_config_file(tmp_path: Path, workload_file) -> None:
         "bench", workload_file("tiny"), "--config", str(config), "--db", str(tmp_path / "b.db")
     )
     assert_clear_error(result, "not positive")
+
+
+def test_version_flag_prints_the_version_and_exits_0() -> None:
+    result = autotune("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"autotune {autotune_package.__version__}"
+
+
+def test_version_command_names_what_a_bug_report_needs() -> None:
+    result = autotune("version")
+    assert result.returncode == 0, result.stderr
+    shown = dict(
+        (name.strip(), value.strip())
+        for name, value in (line.split(":", 1) for line in result.stdout.splitlines())
+    )
+    assert shown["autotune"] == autotune_package.__version__
+    assert shown["torch"] == torch.__version__
+    assert shown["optuna"] == version("optuna")
+    assert shown["cuda"] == ("available" if torch.cuda.is_available() else "not available")
+    assert shown["device"].startswith("cpu: ") and "cores" in shown["device"]
+
+
+def test_each_kind_of_error_has_its_own_exit_code() -> None:
+    assert exit_code_of(ConfigError("a knob")) == 2
+    assert exit_code_of(WorkloadError("no such file")) == 2
+    assert exit_code_of(NoFeasibleConfigError("nothing fits")) == 3
+    assert exit_code_of(StoreError("cannot open database")) == 1
+    assert sorted(EXIT_CODES) == [0, 1, 2, 3, 130]
+
+
+@pytest.mark.slow
+def test_a_workload_whose_every_trial_fails_exits_3(db_path: str, workload_file) -> None:
+    result = autotune("run", workload_file("raises"), "--db", db_path, "--trials", "2", *FAST_FLAGS)
+    assert_clear_error(result, "no configuration could be measured", exit_code=3)

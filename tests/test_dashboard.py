@@ -105,7 +105,7 @@ def db_url(workdir: Path) -> str:
         ],
         workdir,
     )
-    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert failed.returncode == 3, failed.stdout + failed.stderr  # no configuration fits
     return url
 
 

@@ -162,7 +162,7 @@ def test_report_of_a_missing_job_or_folder_is_one_clear_error(db_url: str, tmp_p
     missing_folder = autotune(
         ["report", "1", "--db", db_url, "--out", str(tmp_path / "nope" / "r.html")], tmp_path
     )
-    assert missing_folder.returncode == 1
+    assert missing_folder.returncode == 2  # invalid input
     assert "the folder" in missing_folder.stderr and "does not exist" in missing_folder.stderr
     assert not list(tmp_path.iterdir())  # nothing half-written
 

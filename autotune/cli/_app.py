@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from sqlalchemy import select
 
+from autotune import __version__
 from autotune.cli._report import register as register_report_command
 from autotune.cli._report import report_hint
 from autotune.cli._service import register as register_service_commands
@@ -31,6 +32,25 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console(stderr=False, highlight=False)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"autotune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Measure and search the settings that decide PyTorch training speed."""
+
 
 _PLAN = MeasurePlan()  # the measurement window's defaults, shared with TuneOptions
 
@@ -329,7 +349,7 @@ def bench_command(
     speeds = sorted(run.samples_per_s for run in runs if run.usable and run.samples_per_s)
     if not speeds:
         console.print("no run finished usable; see the outcomes above")
-        raise typer.Exit(1)
+        raise typer.Exit(3)  # no configuration fits, as the run command's exit code says
     median = (
         speeds[len(speeds) // 2]
         if len(speeds) % 2
@@ -345,6 +365,15 @@ def bench_command(
             f"torch.compile took {compile_times[len(compile_times) // 2]:,.1f} s "
             "(median) before that steady state, not counted in it"
         )
+
+
+@app.command()
+def version() -> None:
+    """Print the versions and the device a bug report needs."""
+    from autotune.cli._versions import versions_report
+
+    for name, value in versions_report():
+        console.print(f"{name + ':':<12} {value}", soft_wrap=True)
 
 
 @app.command()

@@ -1,0 +1,47 @@
+"""What ``autotune version`` prints: the versions and the device a bug report needs."""
+
+from __future__ import annotations
+
+import platform
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as installed_version
+
+import torch
+
+from autotune import __version__
+from autotune.measure._fingerprint import cpu_count, cpu_model
+
+#: The libraries whose versions change what autotune measures or stores.
+LIBRARIES = ("optuna", "sqlalchemy", "numpy", "fastapi")
+
+
+def _library(name: str) -> str:
+    try:
+        return installed_version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _devices() -> list[str]:
+    devices = [f"cpu: {cpu_model()}, {cpu_count()} cores"]
+    if torch.cuda.is_available():
+        devices += [
+            f"cuda:{index}: {torch.cuda.get_device_name(index)}"
+            for index in range(torch.cuda.device_count())
+        ]
+    return devices
+
+
+def versions_report() -> list[tuple[str, str]]:
+    """(name, value) rows: autotune, Python, torch and its CUDA build, the libraries, devices."""
+    cuda = torch.version.cuda
+    rows = [
+        ("autotune", __version__),
+        ("python", platform.python_version()),
+        ("torch", torch.__version__),
+        ("cuda build", cuda if cuda else "none (a CPU build of torch)"),
+        ("cuda", "available" if torch.cuda.is_available() else "not available"),
+    ]
+    rows += [(name, _library(name)) for name in LIBRARIES]
+    rows += [("device", device) for device in _devices()]
+    return rows
