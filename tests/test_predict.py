@@ -27,8 +27,10 @@ from autotune.predict import (
     predict_space,
     ranking,
 )
-from autotune.predict._predict import SOFT_MIN_POWER, _loader_part, loaded_at_once
+from autotune.predict._host_effects import loaded_at_once
+from autotune.predict._loader import _loader_part
 from autotune.predict._profile import running_median
+from autotune.predict._soft_min import SOFT_MIN_POWER
 from autotune.recommend import TrialView, ceiling_sentence
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo, default_max_workers
 from autotune.tuner._profiled import (

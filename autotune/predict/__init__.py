@@ -4,15 +4,10 @@ The stage between ``space`` and ``search``: a :class:`Profile` (measured once pe
 runner) predicts the samples/s, memory and bounding side of every configuration of a space.
 """
 
-from autotune.predict._predict import (
-    BOUNDS,
-    Columns,
-    Predictions,
-    predict_columns,
-    predict_configs,
-    predict_space,
-    ranking,
-)
+from autotune.predict._columns import Columns
+from autotune.predict._host_effects import models_host_effects
+from autotune.predict._predict import predict_columns, predict_configs, predict_space
+from autotune.predict._predictions import BOUNDS, Predictions, ranking
 from autotune.predict._profile import (
     AccumulationPoint,
     ForkCopyPoint,
@@ -36,6 +31,7 @@ __all__ = [
     "Profile",
     "public_profile",
     "StepPoint",
+    "models_host_effects",
     "predict_columns",
     "predict_configs",
     "predict_space",

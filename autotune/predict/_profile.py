@@ -1,7 +1,7 @@
 """The profile of a workload on a device: what the step and the loader can each do alone.
 
-Measured once per job in a fresh trial process (:mod:`autotune.measure._profile`), stored on
-the job, and read by :mod:`autotune.predict._predict` to predict every configuration.
+Measured once per job in a fresh trial process (by :mod:`autotune.measure`), stored on the
+job, and read by :mod:`autotune.predict._predict` to predict every configuration.
 """
 
 from __future__ import annotations
@@ -19,13 +19,10 @@ def running_median(values: Sequence[float]) -> list[float]:
     neighbours (Tukey's running median of 3): a lone point off its curve is read as its
     neighbours say, while a rise, a fall or a level shared by two points in a row stays.
 
-    The step's points are short windows (:data:`autotune.measure._profile.STEP_WINDOW_S`), one
-    per batch and sweep, and a busy machine moves one by tens of percent. On a 2-core EPYC a
-    default image-cnn job's profile read channels_last at 2,026, 2,278 and 1,700 samples/s at
-    batches 64, 96 and 128; its every predicted seed took batch 96, where its trials without
-    workers stepped at 1,626-2,082 samples/s, and at batches 64-192 at 1,600-1,683. Over five
-    jobs there (105 trials) the trials' median distance from their predictions fell from 23%
-    to 20% with the curve read this way (text-transformer's from 24% to 14%).
+    The step's points are short windows, one per batch and sweep, and a busy machine moves one
+    by tens of percent: read alone, a lone fast point draws every predicted seed to its batch.
+    Read through its neighbours, trials land closer to their predictions (evidence:
+    ``benchmarks/log/``).
     """
     return [
         values[i] if i in (0, len(values) - 1) else sorted(values[i - 1 : i + 2])[1]
@@ -185,13 +182,11 @@ class ForkCopyPoint(BaseModel):
 
     A forked worker shares the main process's pages copy-on-write, so the first step after it
     copies every page of the heap it writes (retaining freed memory, a step writes the heap it
-    kept from the last). On a 2-core EPYC text-transformer's first step of an epoch with two
-    workers took 150,000-170,000 such faults at batch 192 (1.2-2.0 s) and 16,400 at batch 16,
-    7.8-12.8 us each, three to five times what a probe copying pages alone read (2.6 us; the
-    step's other threads, running beside each copy, are the likely difference, not measured).
-    So it is timed on the step itself: at the smallest batch of the first precision and
-    layout, in the heap the sweep left; the faults of a larger batch grow by the memory
-    model's bytes per sample.
+    kept from the last): at large batches, seconds per epoch. A page copied inside a step costs
+    several times what a probe copying pages alone reads, so it is timed on the step itself: at
+    the smallest batch of the first precision and layout, in the heap the sweep left; the
+    faults of a larger batch grow by the memory model's bytes per sample (evidence:
+    ``benchmarks/log/``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -216,13 +211,9 @@ class AccumulationPoint(BaseModel):
     what a backward adding into the gradients kept takes beyond one writing them afresh
     (after zeroing), which its other micro-steps pay.
 
-    On a 2-core EPYC text-transformer's AdamW step took 2.6-3.6 ms (0.79 M parameters in many
-    small tensors, each its own few operations on a CPU) beside a step of 31 ms at batch 16,
-    and a backward adding into kept gradients 0.1-1.0 ms more than one writing them (three
-    profiles each). Predicted from both, batch 16 over two gains 1.035x and batch 8 over four
-    1.097x; six trials of each beside six alone, interleaved, gained 1.019x and 1.119x
-    (medians, on a machine whose trials spread by a third). The optimizer step alone had
-    predicted 1.049x and 1.093x where trials gained 1.017x and 1.054x.
+    Both are timed: an optimizer over many small tensors costs a CPU step a tenth of its time,
+    and the extra backward takes back part of what leaving it out saves, so the optimizer step
+    alone would overstate the gain (evidence: ``benchmarks/log/``).
     """
 
     model_config = ConfigDict(frozen=True)
