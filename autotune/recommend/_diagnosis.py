@@ -185,8 +185,8 @@ def _compute_bound(
             advice.append(f"mixed precision does not pay for this model here: {lost}")
         elif best.config.amp == "off" and not device.bf16_native:
             advice.append(
-                "do not expect mixed precision to help: this CPU has no bf16 "
-                "instructions (AMX or AVX-512 BF16), so bf16 is emulated"
+                "do not expect mixed precision to help: this CPU has no bf16 instructions "
+                "(neither the amx_bf16 nor the avx512_bf16 CPU flag), so bf16 is emulated"
             )
         advice += [
             "try torch.compile, which fuses the many small element-wise operations "
