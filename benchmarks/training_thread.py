@@ -24,9 +24,10 @@ from typing import Any, cast, get_args
 import torch
 
 from autotune.measure._batches import to_device
-from autotune.measure._loop import MeasurePlan, build_loader, measure
-from autotune.measure._profile import _measure_loader
+from autotune.measure._loop import MeasurePlan, build_loader
+from autotune.measure._measure import measure
 from autotune.measure._step import TrainingStep, apply_backend_flags, forward_loss
+from autotune.measure.profiling._loader import _measure_loader
 from autotune.space import AmpMode, Config
 from autotune.workload import Workload, load_workload
 

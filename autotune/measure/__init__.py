@@ -26,13 +26,11 @@ from autotune.measure._loop import (
     MeasurePlan,
     NonFiniteLoss,
     TrainingLoop,
-    WindowMetrics,
     build_loader,
     input_batch_ndim,
-    measure,
 )
+from autotune.measure._measure import WindowMetrics, measure
 from autotune.measure._nvml import UtilizationSampler, nvml_devices
-from autotune.measure._profile import ProfilePlan, profile
 from autotune.measure._step import (
     TrainingStep,
     WaitClock,
@@ -43,6 +41,7 @@ from autotune.measure._step import (
     set_tf32,
 )
 from autotune.measure._visible import VISIBLE_ENV, visible_devices
+from autotune.measure.profiling import ProfilePlan, profile
 
 __all__ = [
     "DeviceIdentity",
