@@ -169,7 +169,7 @@ def submit(
         str | None,
         typer.Option(
             help="Run only on this device class, as `autotune devices` lists them "
-            "('cuda: NVIDIA H100 80GB HBM3')."
+            "(e.g. 'cuda: <GPU name>')."
         ),
     ] = None,
     on_new_hardware: Annotated[

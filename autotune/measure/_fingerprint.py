@@ -142,8 +142,8 @@ class DeviceIdentity(NamedTuple):
     #: Names the physical device on this host (``cpu``, ``cuda:GPU-...``; ``cuda:2`` without
     #: NVML): one lock per key.
     key: str
-    #: The hardware it is (``cpu: MODEL, N cores``, ``cuda: NVIDIA H100 80GB HBM3``): jobs
-    #: are only run, resumed or taken over on a device of the same class.
+    #: The hardware it is (``cpu: <CPU model>, N cores``, ``cuda: <GPU name>``): jobs are
+    #: only run, resumed or taken over on a device of the same class.
     device_class: str
 
 
@@ -200,7 +200,7 @@ def comparable_identity(fingerprint: dict[str, Any]) -> dict[str, Any]:
     GPU of the same model on another host of the same kind keeps its measurements.
 
     Example:
-        >>> a = {"device_type": "cuda", "device_name": "H100", "device_uuid": "GPU-1",
+        >>> a = {"device_type": "cuda", "device_name": "<GPU name>", "device_uuid": "GPU-1",
         ...      "torch": "2.13.0"}
         >>> comparable_identity(a) == comparable_identity({**a, "device_uuid": "GPU-2"})
         True

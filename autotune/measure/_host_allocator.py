@@ -4,9 +4,8 @@ By default glibc serves every block above a threshold (at most 32 MiB, raised as
 are freed) with its own ``mmap`` and returns it to the kernel when freed, and trims the top of
 its heap once more than twice that threshold is free there. A CPU training step allocates and
 frees activations and gradients of tens to hundreds of MiB each step, so the kernel zeroes and
-faults those pages in again every step: on the built-in text-transformer thousands to tens of
-thousands of minor page faults per step, for as long as the run lasts (benchmarks/RESULTS.md,
-section 1b).
+faults those pages in again every step: thousands of minor page faults per step, for as long
+as the run lasts (evidence: benchmarks/RESULTS.md).
 
 Raising both thresholds (what ``python -m torch.backends.xeon.run_cpu`` gets from jemalloc or
 tcmalloc, with glibc's own allocator) keeps freed memory in the process for reuse: no faults

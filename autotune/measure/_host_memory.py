@@ -17,11 +17,10 @@ MIN_INTERVAL_S = 0.25
 #: PSS is read again only once the tree's resident memory has grown by this share since the
 #: last reading (or passed the budget). Reading PSS walks every page table of every process
 #: under the process's memory-map lock (tens of ms for a torch process), and a trial that maps
-#: and unmaps large tensors each step waits for it: a PSS reader at 4 Hz cost a
-#: text-transformer training loop 5-6% of its throughput, an RSS reader (kernel counters)
-#: nothing measurable. Reading RSS first keeps a steady tree's samples cheap, so the sampler
+#: and unmaps large tensors each step waits for it, whereas RSS is a kernel counter that costs
+#: nothing to read. Reading RSS first keeps a steady tree's samples cheap, so the sampler
 #: checks the budget every :data:`MIN_INTERVAL_S` instead of slowing to its PSS reads' pace
-#: (about 1 Hz, at which they cost nothing measurable either: benchmarks/RESULTS.md section 4).
+#: (evidence: benchmarks/RESULTS.md).
 PSS_REREAD_GROWTH = 0.02
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 #: How often the list of the tree's processes is walked again (listing /proc costs more than

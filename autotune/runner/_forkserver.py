@@ -41,8 +41,8 @@ def _preload(workload: str) -> str | None:
     import torch
 
     # Building any torch.optim optimizer imports torch._dynamo on first use (its __init__ is
-    # wrapped by torch._disable_dynamo): 1.6-2.8 s a trial on a 2-core CPU when each forked
-    # trial paid it again. Importing it touches no device and starts no thread.
+    # wrapped by torch._disable_dynamo), seconds that every forked trial would pay again.
+    # Importing it here touches no device and starts no thread.
     import torch._dynamo  # noqa: F401
 
     import autotune.runner._child  # noqa: F401 - autotune.measure, the loop, the protocol

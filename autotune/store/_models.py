@@ -75,7 +75,7 @@ class Job(Base):
     options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     study_name: Mapped[str | None] = mapped_column(String(256))
     device: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    #: The device class the job must run on (``cuda: NVIDIA H100 80GB HBM3``, ``cpu: MODEL, N
+    #: The device class the job must run on (``cuda: <GPU name>``, ``cpu: <CPU model>, N
     #: cores``): set at submission or by its first worker; only matching workers claim it.
     device_class: Mapped[str | None] = mapped_column(String(512), index=True)
     #: The fingerprint of the job's current measurement set (see ``measurement_set``).

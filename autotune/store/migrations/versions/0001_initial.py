@@ -1,4 +1,4 @@
-"""The schema as it was before migrations existed (main at 56b5dca).
+"""The schema as it was before migrations existed.
 
 Databases created by ``create_all`` before then are stamped at this revision by
 ``autotune db upgrade``, then upgraded.
