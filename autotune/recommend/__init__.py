@@ -16,10 +16,15 @@ from autotune.recommend._diagnosis import (
     diagnose,
 )
 from autotune.recommend._document import build_document, speedup_sentence
+from autotune.recommend._document_model import (
+    SCHEMA,
+    RecommendationDocument,
+    recommendation_json_schema,
+)
 from autotune.recommend._export import exports
 from autotune.recommend._pick import pick_candidates
 from autotune.recommend._runs import CandidateRuns, Confirmation
-from autotune.recommend._schema import SCHEMA, validate_recommendation
+from autotune.recommend._schema import validate_recommendation
 
 __all__ = [
     "keeping_effective_batch",
@@ -32,6 +37,7 @@ __all__ = [
     "RaceObserver",
     "RacePlan",
     "Recommendation",
+    "RecommendationDocument",
     "TrialView",
     "build_document",
     "ceiling_numbers",
@@ -41,6 +47,7 @@ __all__ = [
     "exports",
     "load_recommendation",
     "pick_candidates",
+    "recommendation_json_schema",
     "speedup_sentence",
     "validate_recommendation",
 ]

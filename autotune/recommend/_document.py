@@ -11,9 +11,9 @@ from typing import Any
 from autotune.predict import Profile
 from autotune.recommend._batch import batch_answers, batch_sentence
 from autotune.recommend._diagnosis import TrialView, diagnose
+from autotune.recommend._document_model import SCHEMA, RecommendationDocument
 from autotune.recommend._export import exports
 from autotune.recommend._runs import CandidateRuns, Confirmation
-from autotune.recommend._schema import SCHEMA
 from autotune.space import DeviceInfo
 from autotune.store import TrialRecord
 
@@ -181,7 +181,8 @@ def build_document(
     optimizer: str = "",
     effective_batch_forced: bool = False,
 ) -> dict[str, Any]:
-    """The recommendation document (schema ``autotune.recommendation/v1``).
+    """The recommendation document (schema ``autotune.recommendation/v1``), as
+    :class:`RecommendationDocument` checks and writes it.
 
     ``run`` is the run length the candidates were ranked for (``samples``, ``epochs`` or
     ``steps``); ``speedup`` is over that run, compile time included. ``optimizer`` (the
@@ -202,7 +203,7 @@ def build_document(
     )
     diagnosis += batch_sentence(same_batch, batch_change, baseline.config.public_dict())
     ratios = confirmation.paired_ratios
-    return {
+    document = {
         "schema": SCHEMA,
         "workload": workload_name,
         "device": device.public_dict(),
@@ -260,6 +261,10 @@ def build_document(
         "job_id": job_id,
         "created_at": datetime.now(UTC).isoformat(),
     }
+    # Through the model, so that what is written is what the published schema describes;
+    # keys left out (an export that does not apply) stay out.
+    model = RecommendationDocument.model_validate(document)
+    return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 def _tie_break_entry(confirmation: Confirmation) -> dict[str, Any] | None:

@@ -1,120 +1,36 @@
-"""The recommendation document's schema, checked by hand so reading it needs no extra dependency.
+"""Reading a recommendation document: its schema checked against
+:class:`~autotune.recommend._document_model.RecommendationDocument`, and its configurations.
 
 A document is valid when every required key is present with the right JSON type; keys the
-schema does not name are allowed, so later versions can add fields without breaking readers.
+models do not name are allowed, so later versions can add fields without breaking readers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 from autotune.errors import ConfigError, first_validation_error
+from autotune.recommend._document_model import (
+    KNOBS_ADDED_LATER,
+    SCHEMA,
+    RecommendationDocument,
+    recommendation_json_schema,
+)
 from autotune.space import Config
 
-SCHEMA = "autotune.recommendation/v1"
-
-_DICT = "an object"
-_STR = "a string"
-_INT = "an integer"
-_NUMBER = "a number"
-_INT_OR_NULL = "an integer or null"
-_NUMBER_OR_NULL = "a number or null"
-_DICT_OR_NULL = "an object or null"
-_LIST = "a list"
-
-_METRICS = {
-    "samples_per_s": _NUMBER,
-    "step_time_ms": _NUMBER,
-    "peak_memory_bytes": _INT_OR_NULL,  # null on CPU, where there is no device allocator
-    "peak_host_memory_bytes": _INT_OR_NULL,
-    "data_wait_fraction": _NUMBER,
-}
-# The baseline may have failed (ran out of memory, say): then its metrics are null.
-_BASELINE_METRICS = dict.fromkeys(_METRICS, _NUMBER_OR_NULL)
-
-#: Every required key, as a dotted path, and what its value must be; parents come first.
-REQUIRED: dict[str, str] = {
-    "schema": _STR,
-    "workload": _STR,
-    "device": _DICT,
-    "device.type": _STR,
-    "device.name": _STR,
-    "device.memory_bytes": _INT,
-    "config": _DICT,
-    "metrics": _DICT,
-    **{f"metrics.{name}": kind for name, kind in _METRICS.items()},
-    "baseline": _DICT,
-    "baseline.config": _DICT,
-    "baseline.metrics": _DICT,
-    **{f"baseline.metrics.{name}": kind for name, kind in _BASELINE_METRICS.items()},
-    # Null when the baseline itself failed, so there is nothing to compare with.
-    "speedup": _NUMBER_OR_NULL,
-    "trials": _DICT,
-    "trials.total": _INT,
-    "trials.ok": _INT,
-    "trials.failed": _INT,
-    "diagnosis": _STR,
-    "exports": _DICT,
-    "exports.dataloader": _DICT,
-    "exports.lightning_trainer": _DICT,
-    "exports.hf_training_arguments": _DICT,
-}
-
-#: Keys a document may lack (older documents, a job run without a profile), checked when present.
-OPTIONAL: dict[str, str] = {
-    "profile": _DICT_OR_NULL,
-    "profile.step": _LIST,
-    "profile.step_threads": _LIST,
-    "profile.loader": _LIST,
-    "profile.memory": _LIST,
-    "confirmation_rounds": _DICT,
-    "trials.search_budget": _INT,
-    "trials.search_ended": _STR,
-    "exports.environment": _DICT,
-}
-
 _MISSING = object()
-
-#: Knobs a v1 document written before they existed lacks, and the value it was measured with.
-KNOBS_ADDED_LATER: dict[str, Any] = {
-    "compile": "off",
-    "retain_freed_memory": False,
-    "intra_op_threads": None,
+#: How a message names each JSON type.
+_KINDS = {
+    "object": "an object",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean",
+    "array": "a list",
 }
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-_CHECKS: dict[str, Callable[[Any], bool]] = {
-    _DICT: lambda value: isinstance(value, dict),
-    _STR: lambda value: isinstance(value, str),
-    _INT: _is_int,
-    _NUMBER: _is_number,
-    _INT_OR_NULL: lambda value: value is None or _is_int(value),
-    _NUMBER_OR_NULL: lambda value: value is None or _is_number(value),
-    _DICT_OR_NULL: lambda value: value is None or isinstance(value, dict),
-    _LIST: lambda value: isinstance(value, list),
-}
-
-
-def _lookup(doc: dict[str, Any], path: str) -> Any:
-    value: Any = doc
-    for part in path.split("."):
-        if not isinstance(value, dict):
-            return _MISSING
-        value = value.get(part, _MISSING)
-        if value is _MISSING:
-            return _MISSING
-    return value
 
 
 def read_config(section: Any, where: str) -> Config:
@@ -163,20 +79,77 @@ def validate_recommendation(doc: Any) -> None:
             f"the document's schema is {schema!r}, not {SCHEMA!r}; "
             "pass a recommendation file written by autotune"
         )
-    for path, kind in (*REQUIRED.items(), *OPTIONAL.items()):
-        value = _lookup(doc, path)
-        if value is _MISSING and path in OPTIONAL:
-            continue
-        if value is _MISSING:
-            raise ConfigError(
-                f"the recommendation lacks the required key {path!r}; "
-                "regenerate the file with autotune"
-            )
-        if not _CHECKS[kind](value):
-            raise ConfigError(
-                f"the recommendation's {path!r} must be {kind}, not "
-                f"{type(value).__name__} {value!r:.40}; "
-                "regenerate the file with autotune"
-            )
+    try:
+        RecommendationDocument.model_validate(doc)
+    except ValidationError as error:
+        raise ConfigError(_sentence(doc, error.errors()[0])) from None
     read_config(doc["config"], "config")
     read_config(doc["baseline"]["config"], "baseline.config")
+
+
+def _sentence(doc: dict[str, Any], error: Any) -> str:
+    """The first schema error as one sentence naming the key."""
+    path = _path_in(doc, error["loc"], missing=error["type"] == "missing")
+    dotted = ".".join(str(part) for part in path)
+    if error["type"] == "missing":
+        return (
+            f"the recommendation lacks the required key {dotted!r}; "
+            "regenerate the file with autotune"
+        )
+    value = error["input"]
+    return (
+        f"the recommendation's {dotted!r} must be {_expected(path)}, not "
+        f"{type(value).__name__} {value!r:.40}; regenerate the file with autotune"
+    )
+
+
+def _path_in(doc: Any, loc: Sequence[str | int], *, missing: bool) -> list[str | int]:
+    """The keys of ``loc`` that the document has (and a missing one, last), leaving out the
+    names pydantic gives a union's members (``int``, ``float``)."""
+    path: list[str | int] = []
+    value = doc
+    for index, part in enumerate(loc):
+        if _has(value, part):
+            value = value[part]
+        elif not (missing and index == len(loc) - 1):
+            continue
+        path.append(part)
+    return path
+
+
+def _has(value: Any, part: str | int) -> bool:
+    if isinstance(value, list):
+        return isinstance(part, int) and 0 <= part < len(value)
+    return isinstance(value, dict) and part in value
+
+
+def _expected(path: Sequence[str | int]) -> str:
+    """What the schema wants at ``path``, as a message says it: ``a number or null``."""
+    schema = _schema_at(path)
+    options = schema.get("anyOf", [schema])
+    types = [option.get("type", "object") for option in options]
+    kinds = [_KINDS.get(kind, kind) for kind in types if kind != "null"]
+    return " or ".join(kinds + ["null"] * ("null" in types))
+
+
+def _schema_at(path: Sequence[str | int]) -> dict[str, Any]:
+    """The part of the document's JSON Schema that describes the value at ``path``."""
+    root = recommendation_json_schema()
+    node = root
+    for part in path:
+        node = _resolved(root, node)
+        if isinstance(part, int):
+            node = node.get("items", {})
+            continue
+        extra = node.get("additionalProperties")
+        node = node.get("properties", {}).get(part, extra if isinstance(extra, dict) else {})
+    return node
+
+
+def _resolved(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """``node`` itself, or the definition it refers to, through a nullable ``anyOf``."""
+    present = [option for option in node.get("anyOf", [node]) if option.get("type") != "null"]
+    if len(present) == 1:
+        node = present[0]
+    ref = node.get("$ref")
+    return root["$defs"][ref.rsplit("/", 1)[-1]] if isinstance(ref, str) else node
