@@ -6,11 +6,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from autotune import service
 from autotune.errors import WorkloadError
 from autotune.predict import public_profile
+from autotune.recommend import RecommendationDocument
 from autotune.service import WorkloadCatalog
 from autotune.store import Job
 from autotune.tuner import TuneOptions, create_job
@@ -154,15 +156,18 @@ def read_trials(
 
 @router.get(
     "/{job_id}/recommendation",
-    response_model=dict[str, Any],
+    response_model=RecommendationDocument,
     responses={
         **NOT_FOUND,
         409: {"model": ErrorPublic, "description": "The job has no recommendation (yet)."},
     },
 )
-def read_recommendation(job_id: JobId, session: SessionDep) -> dict[str, Any]:
-    """The recommendation JSON (as ``autotune run --out`` writes it) of a succeeded job."""
-    return service.recommendation(session, job_id)
+def read_recommendation(job_id: JobId, session: SessionDep) -> JSONResponse:
+    """The recommendation JSON (as ``autotune run --out`` writes it) of a succeeded job.
+
+    Answered as stored, key for key: the writer checked it against the model, and a document
+    of an older version is not rewritten on the way out."""
+    return JSONResponse(service.recommendation(session, job_id))
 
 
 @router.post(
