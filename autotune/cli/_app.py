@@ -16,6 +16,7 @@ from sqlalchemy import select
 from autotune import __version__
 from autotune.cli._report import register as register_report_command
 from autotune.cli._report import report_hint
+from autotune.cli._schema import register as register_schema_command
 from autotune.cli._service import register as register_service_commands
 from autotune.errors import ConfigError, first_validation_error
 from autotune.measure import MeasurePlan
@@ -387,3 +388,4 @@ def workloads() -> None:
 
 register_service_commands(app)
 register_report_command(app)
+register_schema_command(app)
