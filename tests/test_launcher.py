@@ -28,10 +28,7 @@ from autotune.space import Config
 from tests.conftest import FAST
 
 PLAN = MeasurePlan(**FAST)
-pytestmark = [
-    pytest.mark.skipif(sys.platform != "linux", reason="the fork server needs Linux"),
-    pytest.mark.slow,
-]
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the fork server needs Linux")
 
 
 @pytest.fixture(autouse=True)

@@ -8,10 +8,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).parent.parent
 
 

@@ -33,16 +33,15 @@ from autotune.predict._profile import running_median
 from autotune.predict._soft_min import SOFT_MIN_POWER
 from autotune.recommend import TrialView, ceiling_sentence
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo, default_max_workers
-from autotune.tuner._profiled import (
-    Predictor,
+from autotune.tuner._calibration import (
     ScaleClass,
-    below_reach,
     covered_ratios,
     highest_other_ratio,
     measured_scales,
-    predicted_too_slow,
-    seed_configs,
 )
+from autotune.tuner._judges import below_reach, predicted_too_slow
+from autotune.tuner._predictor import Predictor
+from autotune.tuner._seeding import seed_configs
 
 CPU = DeviceInfo(
     type="cpu", name="test cpu", memory_bytes=16 * 2**30, cpu_count=2, bf16_supported=True

@@ -37,11 +37,9 @@ _PLAN = MeasurePlan()
 
 #: A confirmation run's window lasts this many times a search trial's seconds, unless set: the
 #: search screens many configurations on short windows, the confirmation decides on longer
-#: ones. Two, not three: on a shared 2-core CPU the spread of a paired ratio (candidate /
-#: baseline, measured one after the other) was 3-5% on one built-in and 11-21% on two others
-#: whether the windows lasted 3, 6 or 9 s, with no trend (benchmarks/RESULTS.md, "How long a
-#: confirmation window must be"): what a longer window would average away is smaller than the
-#: machine's drift between the two runs.
+#: ones. Two, not three: the spread of a paired ratio (candidate / baseline, measured one after
+#: the other) did not shrink with longer windows, since what a longer window would average away
+#: is smaller than the machine's drift between the two runs (evidence: ``benchmarks/log/``).
 CONFIRM_WINDOW_FACTOR = 2
 #: ``cuda: MODEL`` or ``cpu: MODEL, N cores``, as workers report their device class.
 _DEVICE_CLASS = re.compile(r"^(cuda: \S.*|cpu: \S.*, \d+ cores)$")
@@ -76,6 +74,11 @@ def parse_memory(value: str | int, device_total_bytes: int) -> int:
     if size <= 0:
         raise ConfigError(f"--max-memory {value!r} must be positive; e.g. 8GB or 80%")
     return size
+
+
+def format_mib(size: int) -> str:
+    """``size`` bytes in MiB, as an error about the memory budget states it."""
+    return f"{size / 2**20:.0f} MiB"
 
 
 class TuneOptions(BaseModel):
@@ -123,7 +126,7 @@ class TuneOptions(BaseModel):
     compile_timeout_s: float = Field(
         default=DEFAULT_COMPILE_TIMEOUT_S, gt=0, le=MAX_TRIAL_TIMEOUT_S
     )
-    #: The device class the job must run on (``cuda: NVIDIA H100 80GB HBM3``, ``cpu: MODEL, 16
+    #: The device class the job must run on (``cuda: <GPU name>``, ``cpu: <CPU name>, 16
     #: cores``, as ``GET /v1/devices`` lists them); None: the first device that runs it.
     device_class: str | None = Field(default=None, max_length=512)
     #: A job resumed or taken over where the hardware or software differs from what it measured
@@ -147,9 +150,8 @@ class TuneOptions(BaseModel):
 
         Longer in time, not in steps: ``confirm_seconds`` (by default
         ``CONFIRM_WINDOW_FACTOR`` times the search's seconds) and the search's ``min_steps``.
-        Time is what averages out a machine's drift; a step count three times the search's
-        made each confirmation run of text-transformer at batch 512 on a 2-core CPU (1.7 s a
-        step) last 70 s for a 9 s window (then three times the search's seconds).
+        Time is what averages out a machine's drift; a step count a multiple of the search's
+        would make each confirmation run of a slow step last many times its window.
         """
         seconds = self.confirm_seconds
         if seconds is None:

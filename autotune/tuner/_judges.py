@@ -1,0 +1,150 @@
+"""The profile's judgements in the search: a proposal predicted too slow to be worth a trial,
+a neighbour of the best that cannot beat it, the least time a compile of a mode can take
+(charged to a compiled proposal before it runs), and the ceiling the search stops at; bound to
+one job's trials by :class:`JobJudges`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from autotune.space import Config
+from autotune.store import throughput_over_run
+from autotune.tuner._predictor import Predictor
+from autotune.tuner._stored import JobTrials
+
+#: A proposal of the sampler predicted under this share of the best measured so far is skipped
+#: unmeasured. A third: the widest miss of a prediction seen on the built-ins (a batch
+#: extrapolated past the step sweep) would still leave it short, while the proposals the
+#: profile rules out by far (bf16 where a CPU emulates it, say) cost a job a large share of
+#: its time, timeouts included (evidence: ``benchmarks/log/``).
+SLOW_SHARE = 1 / 3
+
+
+def predicted_too_slow(
+    predictor: Predictor,
+    config: Config,
+    best: float,
+    compile_s: float | None = None,
+    run_samples: int | None = None,
+    best_config: Config | None = None,
+) -> str | None:
+    """Why ``config`` is not worth measuring beside the best measured so far (samples/s over
+    a run of ``run_samples``, of ``best_config`` where given), or None.
+
+    The profile does not predict compile time: a compiled configuration is charged
+    ``compile_s`` (the shortest compile of its mode measured so far, a lower bound for this
+    one), and without it the prediction is an upper bound of its throughput over the run.
+    Where the profile predicted the best configuration below what it measured, the bar is that
+    prediction: a profile that reads the whole workload slow (a tiny workload's step in a busy
+    second, say) must not rule out every configuration beside a measured best.
+    """
+    predicted = predictor.samples_per_s(config)
+    if predicted is None:
+        return None
+    charged = compile_s if config.compile != "off" else None
+    over_run = throughput_over_run(predicted, charged, run_samples)
+    best_predicted = None if best_config is None else predictor.samples_per_s(best_config)
+    bar = min(best, best_predicted or best)
+    if over_run >= SLOW_SHARE * bar:
+        return None
+    compiling = (
+        f" over the run, {charged:.1f} s of compiling included" if over_run < predicted else ""
+    )
+    return (
+        f"the profile predicts {over_run:,.1f} samples/s{compiling}, under a third of the "
+        f"best measured so far ({best:,.1f})"
+    )
+
+
+def below_reach(
+    predictor: Predictor, config: Config, best: float, best_config: Config
+) -> str | None:
+    """Why the profile rules ``config``, a neighbour of the best measured so far (``best``
+    samples/s, of ``best_config``), out as a step up from it, or None.
+
+    A neighbour is measured to find a slope (see :func:`autotune.search.run_search`), so it
+    must be able to beat the best: it is ruled out where even its prediction raised by twice
+    its uncertainty stays under the best, as measured or as predicted (the lower: a profile
+    that reads the whole workload slow scales the neighbour down alike). A neighbour predicted
+    at half the best otherwise costs a job a tenth of its time to confirm what the profile
+    already said.
+    """
+    reach = predictor.reach(config)
+    if reach is None:
+        return None
+    bar = min(best, predictor.samples_per_s(best_config) or best)
+    if reach >= bar:
+        return None
+    return (
+        f"the profile allows it at most {reach:,.1f} samples/s, under the best it is next "
+        f"to ({best:,.1f} measured)"
+    )
+
+
+#: torch.compile's modes by the work they do: max-autotune compiles what default compiles and
+#: then benchmarks kernel choices (it takes many times as long), so a default compile bounds
+#: it from below.
+COMPILE_MODES_BY_COST = ("default", "max-autotune")
+
+
+def compile_lower_bound(shortest_compile_s: Mapping[str, float], mode: str) -> float | None:
+    """Seconds a compile of ``mode`` takes at least: the longest of the shortest compiles
+    measured so far of ``mode`` and of the modes that do less work; None when none was."""
+    if mode not in COMPILE_MODES_BY_COST:
+        return None
+    cheaper_or_same = COMPILE_MODES_BY_COST[: COMPILE_MODES_BY_COST.index(mode) + 1]
+    bounds = [shortest_compile_s[m] for m in cheaper_or_same if m in shortest_compile_s]
+    return max(bounds) if bounds else None
+
+
+class JobJudges:
+    """The profile's judgements bound to one job: what the search asks of them, read against
+    the trials the job stored so far and the compiles it measured."""
+
+    def __init__(self, predictor: Predictor, trials: JobTrials, run_samples: int | None) -> None:
+        self.predictor = predictor
+        self.trials = trials
+        #: Samples in the user's run, which compile time is charged against.
+        self.run_samples = run_samples
+        #: The shortest compile measured so far, by compile mode.
+        self.shortest_compile_s: dict[str, float] = {}
+
+    def compiled(self, mode: str, compile_s: float) -> None:
+        """Note a compile of ``mode`` measured at ``compile_s``."""
+        self.shortest_compile_s[mode] = min(
+            compile_s, self.shortest_compile_s.get(mode, float("inf"))
+        )
+
+    def predicted_slow(self, config: Config, best_config: Config, best: float) -> str | None:
+        """Why the profile rules ``config`` out beside ``best_config`` (measured at ``best``),
+        charging a compiled one the least compile time its mode can take, from the compiles
+        measured so far in this job."""
+        return predicted_too_slow(
+            self.predictor,
+            config,
+            best,
+            compile_lower_bound(self.shortest_compile_s, config.compile),
+            self.run_samples,
+            best_config,
+        )
+
+    def below_reach(self, config: Config, best_config: Config, best: float) -> str | None:
+        """Why the profile rules ``config``, a neighbour of ``best_config``, out as a step up."""
+        return below_reach(self.predictor, config, best, best_config)
+
+    def ceiling(self) -> tuple[float, float, float] | None:
+        """The profile's ceiling (the fastest it predicts for a configuration that fits), as
+        it read it and on the scales this job's trials ran at (see :meth:`Predictor.ceiling`)."""
+        return self.predictor.ceiling(self._measured(confirmed=False))
+
+    def scale(self, config: Config) -> float | None:
+        """The scale this job's trials so far ran at against the profile, for ``config``
+        (see :meth:`Predictor.scale`): stored beside its prediction, before it runs."""
+        return self.predictor.scale(config, self._measured(confirmed=True))
+
+    def _measured(self, confirmed: bool) -> list[tuple[Config, float]]:
+        return [
+            (record.config, record.samples_per_s or 0.0)
+            for record in self.trials.searched_records(confirmed)
+            if record.usable
+        ]
