@@ -318,6 +318,7 @@ def test_the_right_token_is_let_in_and_health_needs_none(guarded: Service) -> No
     assert httpx.get(f"{guarded.base_url}/healthz").status_code == 200
 
 
+@pytest.mark.slow
 def test_serve_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
     result = subprocess.run(
         [*AUTOTUNE, "serve", "--host", "0.0.0.0", "--db", str(tmp_path / "x.db")],

@@ -20,6 +20,8 @@ from schemathesis.checks import (  # noqa: E402
     status_code_conformance,
 )
 
+pytestmark = pytest.mark.slow
+
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

@@ -15,6 +15,8 @@ import psutil
 import pytest
 from conftest_service import clean_env, free_port, wait_for
 
+pytestmark = pytest.mark.slow
+
 TOKEN = "s3cret-token-for-the-tests-0123"
 
 

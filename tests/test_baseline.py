@@ -34,6 +34,7 @@ def test_baseline_on_the_grid_goes_through_optuna() -> None:
     assert off_grid_baseline(space, SearchState(InfeasibleSet())) is None
 
 
+@pytest.mark.slow
 def test_a_new_user_sees_their_own_baseline_and_a_speedup_against_it(
     tmp_path: Path, workload_file: Any
 ) -> None:

@@ -16,6 +16,7 @@ from benchmarks._report import device_line
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
 def test_cuda_without_a_gpu_fails_at_once_in_one_sentence(tmp_path: Path) -> None:
     output = tmp_path / "RESULTS.md"

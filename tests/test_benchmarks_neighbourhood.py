@@ -112,6 +112,7 @@ def test_a_pick_without_workers_on_slow_storage_is_shown_not_a_local_optimum(
     assert "Verdict: not a local optimum; num_workers=4 beat the pick in every round" in out
 
 
+@pytest.mark.slow
 def test_a_file_that_is_not_a_recommendation_is_refused_in_one_sentence(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"batch_size": 32}))

@@ -97,6 +97,7 @@ def test_a_job_cut_before_its_confirmation_has_search_trials_only() -> None:
     assert check.finalists == [] and len(check.findings("w")) == 1
 
 
+@pytest.mark.slow
 def test_a_real_job_is_read_back_trial_by_trial(tmp_path: Path, workload_file) -> None:
     db = tmp_path / "job.db"
     run = subprocess.run(
@@ -185,6 +186,7 @@ def test_a_real_job_is_read_back_trial_by_trial(tmp_path: Path, workload_file) -
         assert f"({value:.2f}{spread}; profile alone" in finalists
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "make, phrase",
     [

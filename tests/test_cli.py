@@ -67,6 +67,7 @@ def assert_clear_error(
     assert phrase in lines[0]
 
 
+@pytest.mark.slow
 def test_workloads_lists_the_builtins() -> None:
     result = autotune("workloads")
     assert result.returncode == 0
@@ -74,6 +75,7 @@ def test_workloads_lists_the_builtins() -> None:
         assert f"builtin:{name}" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "phrase"),
     [
@@ -106,6 +108,7 @@ def test_bad_input_is_one_clear_line_and_a_non_zero_exit(
     assert_clear_error(result, phrase)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "phrase"),
     [
@@ -125,12 +128,14 @@ def test_a_mistyped_command_line_is_the_usage_and_exit_2(args: list[str], phrase
     assert "--help' for help" in result.stderr
 
 
+@pytest.mark.slow
 def test_debug_shows_the_traceback(db_path: str, workload_file) -> None:
     result = autotune("run", workload_file("bad_return"), "--db", db_path, "--debug")
     assert result.returncode != 0
     assert "Traceback" in result.stderr
 
 
+@pytest.mark.slow
 def test_run_end_to_end_writes_a_valid_recommendation(tmp_path: Path, workload_file) -> None:
     db, out = str(tmp_path / "a.db"), tmp_path / "best.json"
     flags = list(FAST_FLAGS)
@@ -172,6 +177,7 @@ def test_run_end_to_end_writes_a_valid_recommendation(tmp_path: Path, workload_f
     )
 
 
+@pytest.mark.slow
 def test_a_time_budget_shorter_than_the_confirmation_still_measures_the_baseline(
     tmp_path: Path, workload_file
 ) -> None:
@@ -209,6 +215,7 @@ def test_a_time_budget_trims_the_confirmation_before_it_stops_the_search() -> No
     assert confirm_room(seconds_left=5, seconds_per_entry=3 * 16) == 1
 
 
+@pytest.mark.slow
 def test_memory_budget_is_respected_and_oom_bounds_larger_batches(
     tmp_path: Path, workload_file
 ) -> None:
@@ -277,6 +284,7 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(victims, timeout=10)
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_without_losing_or_repeating_trials(
     tmp_path: Path, workload_file
 ) -> None:
@@ -324,6 +332,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.slow
 def test_ctrl_c_marks_the_job_interrupted_and_says_how_to_resume(
     tmp_path: Path, workload_file
 ) -> None:
@@ -361,6 +370,7 @@ def test_ctrl_c_marks_the_job_interrupted_and_says_how_to_resume(
     assert not psutil.Process().children(recursive=True)
 
 
+@pytest.mark.slow
 def test_bench_remeasures_a_configuration(tmp_path: Path, workload_file) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"config": {"batch_size": 16, "num_workers": 1}}))
@@ -388,6 +398,7 @@ def test_bench_remeasures_a_configuration(tmp_path: Path, workload_file) -> None
     assert len(rows(db, "select id from autotune_trials where phase = 'bench'")) == 2
 
 
+@pytest.mark.slow
 def test_bench_refuses_a_bad_config_file(tmp_path: Path, workload_file) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"config": {"batch_size": 0}}))
@@ -397,12 +408,14 @@ def test_bench_refuses_a_bad_config_file(tmp_path: Path, workload_file) -> None:
     assert_clear_error(result, "not positive")
 
 
+@pytest.mark.slow
 def test_version_flag_prints_the_version_and_exits_0() -> None:
     result = autotune("--version")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"autotune {autotune_package.__version__}"
 
 
+@pytest.mark.slow
 def test_version_command_names_what_a_bug_report_needs() -> None:
     result = autotune("version")
     assert result.returncode == 0, result.stderr

@@ -156,6 +156,7 @@ def test_max_autotune_is_searched_on_cuda_only() -> None:
         SearchSpace(CPU, TINY, fixed={"compile": "max-autotune"})
 
 
+@pytest.mark.slow
 def test_fix_compile_default_is_accepted_on_this_cpu(workload_file: Any) -> None:
     probe = probe_workload(workload_file("tiny"), "cpu")
     assert probe.device.compile_unavailable is None
@@ -164,6 +165,7 @@ def test_fix_compile_default_is_accepted_on_this_cpu(workload_file: Any) -> None
     assert space.baseline().compile == "default"  # a fixed knob holds the baseline too
 
 
+@pytest.mark.slow
 def test_without_a_cxx_compiler_compile_is_not_applicable_and_says_why(
     workload_file: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -182,6 +184,7 @@ def test_without_a_cxx_compiler_compile_is_not_applicable_and_says_why(
 # -- real compilation ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bench_measures_compile_time_apart_from_the_steady_state(
     tmp_path: Path, workload_file: Any
 ) -> None:
@@ -248,6 +251,7 @@ def compile_or_not(
     return db, result, json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_a_job_ranks_by_throughput_over_the_run_compile_included(
     tmp_path: Path, workload_file: Any
 ) -> None:
@@ -285,6 +289,7 @@ def test_a_job_ranks_by_throughput_over_the_run_compile_included(
     ] == [None, None]
 
 
+@pytest.mark.slow
 def test_a_compile_longer_than_the_run_can_repay_is_stopped_while_compiling(
     tmp_path: Path, workload_file: Any
 ) -> None:
@@ -340,6 +345,7 @@ def test_the_apply_api_compiles_what_is_recommended(tmp_path: Path) -> None:
     assert load_recommendation(document).config.compile == "off"
 
 
+@pytest.mark.slow
 @cuda
 def test_max_autotune_compiles_on_cuda(workload_file: Any) -> None:
     plan = MeasurePlan(warmup_steps=1, min_steps=3, min_seconds=0.3)
@@ -354,6 +360,7 @@ def test_max_autotune_compiles_on_cuda(workload_file: Any) -> None:
     assert result.compile_s is not None and result.compile_s > 0
 
 
+@pytest.mark.slow
 @cuda
 def test_cuda_probe_finds_triton_for_compile(workload_file: Any) -> None:
     probe = probe_workload(workload_file("tiny"), "cuda")

@@ -15,6 +15,7 @@ from autotune.store import Trial, open_database
 from autotune.tuner import TuneOptions, create_job, load_job, run_job
 
 
+@pytest.mark.slow
 def test_a_job_submitted_for_other_hardware_is_refused_and_keeps_its_trials(
     tmp_path: Path,
 ) -> None:
@@ -62,6 +63,7 @@ def test_a_malformed_or_contradictory_device_class_is_refused(
         TuneOptions(workload="builtin:image-cnn", device=device, device_class=device_class)
 
 
+@pytest.mark.slow
 def test_a_job_records_the_device_class_it_runs_on(tmp_path: Path) -> None:
     db = open_database(str(tmp_path / "jobs.db"))
     try:

@@ -58,11 +58,13 @@ def overlaps(intervals: list[tuple[float, float]]) -> int:
     return sum(later[0] < earlier[1] for earlier, later in itertools.pairwise(intervals))
 
 
+@pytest.mark.slow
 def test_processes_holding_one_device_take_turns(tmp_path: Path) -> None:
     intervals = hold_in_processes(["cuda:0"] * 3, [tmp_path] * 3)
     assert len(intervals) == 9 and overlaps(intervals) == 0
 
 
+@pytest.mark.slow
 def test_different_devices_do_not_wait_for_each_other(tmp_path: Path) -> None:
     """The control: the same holders overlap when the devices differ, so the test above could
     see an overlap if the lock did not hold."""
@@ -93,6 +95,7 @@ def test_waiting_for_a_device_ends_when_cancelled() -> None:
         assert 0.2 < time.monotonic() - started < 2
 
 
+@pytest.mark.slow
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
     env = {**os.environ, LOCK_DIR_ENV: str(tmp_path)}
     holder = subprocess.Popen(

@@ -153,6 +153,7 @@ def test_retaining_freed_memory_is_exported_as_the_environment_to_start_python_w
     # What the variables do is tested in test_host_allocator.py.
 
 
+@pytest.mark.slow
 def test_the_steps_threads_are_exported_as_the_environment_torch_reads_at_start() -> None:
     both = exports(Config(retain_freed_memory=True, intra_op_threads=1), CPU)["environment"]
     assert set(both) == {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS"}

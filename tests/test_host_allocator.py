@@ -62,16 +62,19 @@ def faults_per_round(retain: bool | None, environment: dict[str, str] | None = N
     return float(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_glibc_defaults_fault_the_block_in_every_round() -> None:
     # The premise of the knob: without it, the freed block goes back to the kernel.
     assert faults_per_round(None) >= FRESH_BLOCK_FAULTS
     assert faults_per_round(False) >= FRESH_BLOCK_FAULTS
 
 
+@pytest.mark.slow
 def test_retaining_freed_memory_faults_nothing_per_round() -> None:
     assert faults_per_round(True) < RETAINED_FAULTS
 
 
+@pytest.mark.slow
 def test_the_exported_environment_does_what_prepare_model_does() -> None:
     assert faults_per_round(None, RETAIN_ENVIRONMENT) < RETAINED_FAULTS
 

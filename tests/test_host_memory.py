@@ -16,6 +16,8 @@ from conftest_service import wait_for
 
 from autotune.measure import _host_memory as host_memory
 
+pytestmark = pytest.mark.slow
+
 MIB = 2**20
 
 StartTree = Callable[..., "subprocess.Popen[str]"]

@@ -28,7 +28,10 @@ from autotune.space import Config
 from tests.conftest import FAST
 
 PLAN = MeasurePlan(**FAST)
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the fork server needs Linux")
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="the fork server needs Linux"),
+    pytest.mark.slow,
+]
 
 
 @pytest.fixture(autouse=True)

@@ -53,6 +53,7 @@ def _trial(path: str, config: Config, device: str = "cpu") -> TrialRecord:
 # -- 2. waiting for data means waiting for the loader -------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
 def test_compute_heavy_model_on_free_data_barely_waits(workload_file: Any, device: str) -> None:
     # On a GPU the loader's next() runs while the device computes the steps already queued:
@@ -62,6 +63,7 @@ def test_compute_heavy_model_on_free_data_barely_waits(workload_file: Any, devic
     assert result.data_wait_fraction < 0.1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
 @pytest.mark.parametrize("workers", [0, 2])
 def test_sleeping_dataset_mostly_waits(workload_file: Any, device: str, workers: int) -> None:
@@ -69,6 +71,7 @@ def test_sleeping_dataset_mostly_waits(workload_file: Any, device: str, workers:
     assert result.data_wait_fraction > 0.5
 
 
+@pytest.mark.slow
 @cuda
 def test_cuda_step_times_come_from_the_device(workload_file: Any) -> None:
     # A pageable copy waits for the device; that wait is the copy's, not the loader's.
@@ -79,6 +82,7 @@ def test_cuda_step_times_come_from_the_device(workload_file: Any) -> None:
     assert result.copy_wait_fraction is not None and result.copy_wait_fraction >= 0
 
 
+@pytest.mark.slow
 def test_cpu_has_no_copy_wait(workload_file: Any) -> None:
     result = _trial(workload_file("tiny"), Config(batch_size=16))
     assert result.copy_wait_fraction < 0.05
@@ -87,6 +91,7 @@ def test_cpu_has_no_copy_wait(workload_file: Any) -> None:
 # -- 7. a representative window -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_warm_up_outlasts_the_workers_start_up_backlog(workload_file: Any) -> None:
     config = Config(batch_size=16, num_workers=2, prefetch_factor=4)
     result = _trial(workload_file("tiny"), config)
@@ -94,6 +99,7 @@ def test_warm_up_outlasts_the_workers_start_up_backlog(workload_file: Any) -> No
     assert result.warmup_steps >= 2 * 4 + 1
 
 
+@pytest.mark.slow
 def test_a_short_window_never_reads_faster_than_the_workers_can_deliver() -> None:
     # Workers started together deliver a batch each per round. Three steps right after a
     # round's burst wait for nothing; read as the steady state, with an epoch's start
@@ -109,6 +115,7 @@ def test_a_short_window_never_reads_faster_than_the_workers_can_deliver() -> Non
     assert 0.6 * ceiling <= result.samples_per_s <= 1.05 * ceiling, (result.samples_per_s, ceiling)
 
 
+@pytest.mark.slow
 def test_epoch_restart_is_measured_and_amortised(workload_file: Any) -> None:
     path = workload_file("slow_worker_start")
     fresh = _trial(path, Config(batch_size=16, num_workers=1))
@@ -121,6 +128,7 @@ def test_epoch_restart_is_measured_and_amortised(workload_file: Any) -> None:
     assert kept.samples_per_s > 1.5 * fresh.samples_per_s
 
 
+@pytest.mark.slow
 def test_an_epochs_start_counts_the_step_that_copies_what_its_new_workers_share(
     workload_file: Any,
 ) -> None:
@@ -138,6 +146,7 @@ def test_an_epochs_start_counts_the_step_that_copies_what_its_new_workers_share(
     assert fresh.data_wait_fraction < 0.3
 
 
+@pytest.mark.slow
 def test_a_short_epoch_is_timed_whole_with_its_start(workload_file: Any) -> None:
     path = workload_file("slow_worker_start")
     result = _trial(path, Config(batch_size=64, num_workers=1))

@@ -66,6 +66,7 @@ def run_autotune(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_database_from_before_migrations_is_refused_then_upgraded_with_its_jobs(
     database_url: str,
 ) -> None:

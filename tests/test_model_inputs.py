@@ -28,18 +28,21 @@ def _trial(ref: str, config: Config | None = None) -> TrialRecord:
     return run_trial(ref, config or Config(batch_size=16), "cpu", PLAN, timeout_s=120)
 
 
+@pytest.mark.slow
 def test_dict_inputs_are_keyword_arguments_in_a_real_trial(workload_file: Any) -> None:
     result = _trial(workload_file("keyword_inputs"), Config(batch_size=16, num_workers=1))
     assert result.outcome == "ok", result.error
     assert result.samples_per_s and result.samples_per_s > 0
 
 
+@pytest.mark.slow
 def test_a_model_that_computes_its_own_loss_from_labels_in_the_dict(workload_file: Any) -> None:
     result = _trial(workload_file("keyword_inputs") + ":model_loss")
     assert result.outcome == "ok", result.error
     assert result.losses_finite is True
 
 
+@pytest.mark.slow
 def test_positional_override_passes_the_dict_as_one_argument(workload_file: Any) -> None:
     assert _trial(workload_file("keyword_inputs") + ":positional").outcome == "ok"
     # Without the override the same model is called as model(**batch), which it refuses.
@@ -48,6 +51,7 @@ def test_positional_override_passes_the_dict_as_one_argument(workload_file: Any)
     assert "unexpected keyword argument 'input_ids'" in (unwrapped.error or "")
 
 
+@pytest.mark.slow
 def test_hugging_face_bert_trains_unwrapped_in_a_real_trial(workload_file: Any) -> None:
     result = _trial(workload_file("hf_bert"))
     assert result.outcome == "ok", result.error

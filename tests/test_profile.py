@@ -72,6 +72,7 @@ def profiled(
     return profile_workload(workload, "cpu", plan, 180, memory_budget_bytes=budget), space
 
 
+@pytest.mark.slow
 def test_the_loader_sweep_goes_past_the_grid_only_where_the_space_takes_its_counts() -> None:
     """A range or a fixed value of num_workers is the user's: the job never searches a count
     past it (see SearchSpace.extra_workers), so the profile does not spend seconds timing one
@@ -90,6 +91,7 @@ def test_the_loader_sweep_goes_past_the_grid_only_where_the_space_takes_its_coun
         ).extra_workers == ((48,) if extends else ()), options
 
 
+@pytest.mark.slow
 def test_slow_storage_loader_scales_past_the_grid_and_the_step_is_far_faster() -> None:
     profile, space = profiled("builtin:slow-storage", 30)
     grid_top = profile.grid_max_workers
@@ -113,6 +115,7 @@ def test_slow_storage_loader_scales_past_the_grid_and_the_step_is_far_faster() -
     assert all(p.copy_s is not None for p in profile.step if p.samples_per_s)
 
 
+@pytest.mark.slow
 def test_a_compute_heavy_workload_is_bound_by_its_step(workload_file) -> None:
     profile, space = profiled(workload_file("compute_heavy"), 10)
     loader, step = profile.best_loader(), profile.best_step()
@@ -153,6 +156,7 @@ def test_the_step_is_timed_again_on_the_spaces_other_thread_counts(workload_file
     assert all(p.samples_per_s and p.cpu_cores is not None and p.cpu_cores < 1.3 for p in again)
 
 
+@pytest.mark.slow
 def test_the_memory_model_predicts_which_batches_break_the_budget(workload_file) -> None:
     budget = 600 * 2**20
     profile, space = profiled(
@@ -180,6 +184,7 @@ def test_the_memory_model_predicts_which_batches_break_the_budget(workload_file)
     assert seeds and all(config.batch_size not in over for config in seeds)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not glibc_malloc(), reason="glibc's malloc (Linux) hands freed memory back")
 def test_the_step_is_timed_in_a_fresh_heap_before_the_sweep_retains_freed_memory() -> None:
     """A trial with glibc's defaults faults in the pages its last step freed, thousands a
@@ -208,6 +213,7 @@ def test_the_step_is_timed_in_a_fresh_heap_before_the_sweep_retains_freed_memory
     assert profile.public_dict()["fresh_heap"] == [heap.model_dump()]
 
 
+@pytest.mark.slow
 def test_a_fork_is_timed_at_the_pages_the_next_step_copies(workload_file) -> None:
     """A step that writes a 384 MiB buffer it keeps copies each of its pages after a fork
     (workers started at an epoch's start share them copy-on-write): the profile counts those
@@ -234,6 +240,7 @@ def test_a_fork_is_timed_at_the_pages_the_next_step_copies(workload_file) -> Non
     assert persistent.fork_copy is None
 
 
+@pytest.mark.slow
 def test_the_optimizer_step_is_timed_alone_and_accumulation_is_predicted_as_it_trains(
     workload_file,
 ) -> None:
@@ -287,6 +294,7 @@ def autotune(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_profiled_job_stores_predicts_seeds_and_explains(tmp_path: Path, workload_file) -> None:
     db, out = str(tmp_path / "p.db"), tmp_path / "best.json"
     result = autotune(
@@ -379,6 +387,7 @@ def assert_scales_come_from_the_runs_before(db: str) -> None:
     assert any(scale is not None for *_, scale, _, _ in trials)
 
 
+@pytest.mark.slow
 def test_no_profile_runs_the_plain_search(tmp_path: Path, workload_file) -> None:
     db, out = str(tmp_path / "n.db"), tmp_path / "best.json"
     result = autotune(
@@ -406,6 +415,7 @@ def test_no_profile_runs_the_plain_search(tmp_path: Path, workload_file) -> None
     assert "Ceiling" not in document["diagnosis"]
 
 
+@pytest.mark.slow
 def test_a_loader_whose_cost_is_per_batch_is_predicted_at_a_batch_it_did_not_time(
     workload_file,
 ) -> None:
@@ -461,6 +471,7 @@ def test_a_loader_window_of_a_round_and_a_half_does_not_read_above_what_its_work
     assert max(rates) <= 1.05 * workers / latency, rates
 
 
+@pytest.mark.slow
 def test_batches_ahead_are_timed_where_uneven_reads_make_workers_wait(workload_file) -> None:
     """One read in four takes 10x the others. With one batch ahead per worker (the sweep's) a
     worker that has delivered waits until the batches before its own, a slow one among them,
@@ -921,6 +932,7 @@ def test_a_layout_far_slower_is_timed_at_its_smallest_batch_only(workload_file) 
     assert again and {p.channels_last for p in again} == {False}
 
 
+@pytest.mark.slow
 def test_the_cpu_time_of_a_child_and_its_threads_is_read_finer_than_a_tick() -> None:
     """A child's CPU time, all its threads', in nanoseconds: a busy child read 3 ms apart
     gains about 3 ms, where the per-process times psutil reads count in ticks of 10 ms (a

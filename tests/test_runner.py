@@ -36,6 +36,7 @@ def _run(path: str, config: Config | None = None, **kwargs: object) -> object:
     return run_trial(path, config or Config(batch_size=16), "cpu", PLAN, timeout, **kwargs)
 
 
+@pytest.mark.slow
 def test_ok_trial_records_every_metric(workload_file) -> None:
     result = _run(workload_file("tiny"), Config(batch_size=16, num_workers=2, prefetch_factor=2))
     assert result.outcome == "ok", result.error
@@ -51,24 +52,28 @@ def test_ok_trial_records_every_metric(workload_file) -> None:
     assert result.fingerprint["torch"] and result.fingerprint["cpu_count"] >= 1
 
 
+@pytest.mark.slow
 def test_workload_error_is_reported_in_its_own_words(workload_file) -> None:
     result = _run(workload_file("raises"))
     assert result.outcome == "error"
     assert result.error == "ValueError: shape mismatch in my_layer: expected 16 features"
 
 
+@pytest.mark.slow
 def test_error_in_a_loader_worker_keeps_the_original_message(workload_file) -> None:
     result = _run(workload_file("raises"), Config(batch_size=16, num_workers=1))
     assert result.outcome == "error"
     assert "shape mismatch in my_layer" in result.error
 
 
+@pytest.mark.slow
 def test_nan_loss_is_nonfinite(workload_file) -> None:
     result = _run(workload_file("nan_loss"))
     assert result.outcome == "nonfinite"
     assert "NaN" in result.error
 
 
+@pytest.mark.slow
 def test_segfault_is_crashed_with_its_signal(workload_file) -> None:
     result = _run(workload_file("crash"))
     assert result.outcome == "crashed"
@@ -76,6 +81,7 @@ def test_segfault_is_crashed_with_its_signal(workload_file) -> None:
     assert "SIGSEGV" in result.error
 
 
+@pytest.mark.slow
 def test_hang_is_timeout_and_leaves_no_process_behind(workload_file) -> None:
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     result = _run(workload_file("hang"), Config(batch_size=16, num_workers=2), timeout_s=6)
@@ -85,6 +91,7 @@ def test_hang_is_timeout_and_leaves_no_process_behind(workload_file) -> None:
     assert after <= before
 
 
+@pytest.mark.slow
 def test_memory_budget_on_cpu_is_oom(workload_file) -> None:
     budget = 500 * 2**20
     result = _run(workload_file("memory_hog"), Config(batch_size=256), memory_budget_bytes=budget)
@@ -93,6 +100,7 @@ def test_memory_budget_on_cpu_is_oom(workload_file) -> None:
     assert result.peak_host_memory_bytes > budget
 
 
+@pytest.mark.slow
 def test_without_a_budget_host_memory_is_still_capped(
     workload_file, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -118,6 +126,7 @@ def test_default_host_memory_cap_is_the_documented_share_of_available_memory() -
     )
 
 
+@pytest.mark.slow
 def test_a_sigkill_we_did_not_send_far_below_the_cap_is_a_crash(workload_file) -> None:
     result = _run(workload_file("process_checks") + ":sigkill")
     assert result.outcome == "crashed"
@@ -185,6 +194,7 @@ def small_memory_cgroup() -> Iterator[Path]:
         group.rmdir()
 
 
+@pytest.mark.slow
 def test_a_kernel_oom_kill_is_oom(workload_file, small_memory_cgroup: Path) -> None:
     # A real kernel OOM kill: the trial runs in a cgroup of 600 MiB and loads a 1 GiB batch.
     root = Path(__file__).resolve().parents[1]
@@ -210,6 +220,7 @@ def test_a_kernel_oom_kill_is_oom(workload_file, small_memory_cgroup: Path) -> N
     assert record["signal"] == "SIGKILL"
 
 
+@pytest.mark.slow
 def test_same_workload_fits_a_small_batch_under_the_budget(workload_file) -> None:
     budget = 500 * 2**20
     result = _run(workload_file("memory_hog"), Config(batch_size=8), memory_budget_bytes=budget)
@@ -217,6 +228,7 @@ def test_same_workload_fits_a_small_batch_under_the_budget(workload_file) -> Non
     assert result.peak_host_memory_bytes <= budget
 
 
+@pytest.mark.slow
 def test_probe_learns_dataset_and_input_shape(workload_file) -> None:
     probe = probe_workload(workload_file("four_d"), "cpu")
     assert probe.workload.input_batch_ndim == 4
@@ -226,6 +238,7 @@ def test_probe_learns_dataset_and_input_shape(workload_file) -> None:
     assert flat.workload.input_batch_ndim == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("stem", "phrase"),
     [
@@ -246,12 +259,14 @@ def test_probe_refuses_a_broken_workload_with_one_clear_sentence(
 # -- one device per trial --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_cpu_trial_process_sees_no_gpu(workload_file) -> None:
     result = _run(workload_file("process_checks") + ":visible_devices")
     assert result.outcome == "error"
     assert result.error == "RuntimeError: visible='' count=0"
 
 
+@pytest.mark.slow
 def test_a_cuda_trial_process_is_shown_only_its_gpu(
     workload_file, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -298,6 +313,7 @@ def test_a_gpu_index_beyond_the_visible_ones_is_refused_in_one_sentence() -> Non
         trial_device("cuda:2", {"CUDA_VISIBLE_DEVICES": "0,1"})
 
 
+@pytest.mark.slow
 def test_a_trial_process_dies_when_the_process_that_started_it_is_killed(tmp_path: Path) -> None:
     # A stand-in for a worker starts a process that arms the trial's parent-death signal and
     # then sleeps, as a trial hung in its loader would; the stand-in is then SIGKILLed alone.

@@ -999,6 +999,7 @@ def test_confirm_plan_is_longer_than_the_search_plan() -> None:
         TuneOptions(workload="builtin:image-cnn", min_seconds=2.0, confirm_seconds=1.0)
 
 
+@pytest.mark.slow
 def test_confirmation_runs_use_the_longer_window(tmp_path: Path) -> None:
     db = open_database(str(tmp_path / "jobs.db"))
     try:
@@ -1031,6 +1032,7 @@ def test_confirmation_runs_use_the_longer_window(tmp_path: Path) -> None:
     assert windows and all(window_s < confirm_plan.min_seconds for window_s in windows)
 
 
+@pytest.mark.slow
 def test_ctrl_c_inside_a_study_statement_still_marks_the_job_interrupted(tmp_path: Path) -> None:
     """Ctrl-C lands wherever the job is; inside one of Optuna's SQLite statements it used to
     leave the write lock held, so storing "interrupted" waited out the busy timeout and failed.

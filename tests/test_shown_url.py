@@ -14,6 +14,8 @@ from conftest_service import AUTOTUNE, clean_env
 from autotune.errors import StoreError
 from autotune.store import open_database
 
+pytestmark = pytest.mark.slow
+
 PASSWORD = "hunter2-do-not-print"
 
 

@@ -58,6 +58,7 @@ def test_the_warm_up_rule_is_conservative(
     assert hopeless_in_warmup(event, finished) is hopeless
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start", ["fork", "exec"])
 def test_a_hopeless_trial_is_pruned_during_warm_up(
     workload_file, monkeypatch: pytest.MonkeyPatch, start: str
@@ -84,6 +85,7 @@ def test_a_hopeless_trial_is_pruned_during_warm_up(
     assert seen[-1]["seconds"] < 3.0
 
 
+@pytest.mark.slow
 def test_a_trial_near_the_best_is_not_pruned_during_warm_up(workload_file) -> None:
     workload = workload_file("sleepy")
     with TrialLauncher(workload, "cpu"):
