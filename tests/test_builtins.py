@@ -43,6 +43,7 @@ def test_builtin_dataset_len_and_pickle(name: str) -> None:
     pickle.loads(pickle.dumps(w.dataset))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_builtin_trains(name: str) -> None:
     torch.manual_seed(0)

@@ -904,6 +904,7 @@ def test_an_outpaced_precision_short_of_cores_is_timed_again_only_if_the_cores_c
     )
 
 
+@pytest.mark.slow
 def test_a_layout_far_slower_is_timed_at_its_smallest_batch_only(workload_file) -> None:
     workload = load_workload(workload_file("slow_layout"))
     plan = ProfilePlan(

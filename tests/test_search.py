@@ -863,6 +863,7 @@ def old_study(
     return state, [*state.values, interrupted.key()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_trials", [10, 1000])  # TPE, then exhaustive
 def test_a_study_created_with_categorical_params_resumes(tmp_path: Path, n_trials: int) -> None:
     space = SearchSpace(
