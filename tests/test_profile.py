@@ -17,22 +17,24 @@ import torch
 from conftest import rows
 
 from autotune.measure import MeasurePlan, glibc_malloc
-from autotune.measure._profile import (
-    ProfilePlan,
-    _cpu_seconds,
+from autotune.measure.profiling import ProfilePlan
+from autotune.measure.profiling._cpu_time import _cpu_seconds
+from autotune.measure.profiling._host import fault_seconds
+from autotune.measure.profiling._loader import (
     _loader_saturated,
     _measure_loader,
-    doubtful,
     extended_workers,
-    fault_seconds,
-    large_batch_size,
+    profile_loader,
+)
+from autotune.measure.profiling._loader_followup import large_batch_size
+from autotune.measure.profiling._step import profile_step
+from autotune.measure.profiling._step_doubt import (
+    doubtful,
     outpaced,
     outpaced_on_every_core,
-    profile_loader,
-    profile_step,
-    profile_step_threads,
     short_of_cores,
 )
+from autotune.measure.profiling._threads import profile_step_threads
 from autotune.predict import LoaderPoint, Profile, StepPoint, predict_configs, predict_space
 from autotune.recommend import ceiling_numbers
 from autotune.runner import probe_workload, profile_workload, run_trial
@@ -544,7 +546,7 @@ def _recorded_sweep(monkeypatch: pytest.MonkeyPatch, rates: dict[int, float]) ->
     def recorded(workload: object, dataset: object, batch_size: int, workers: int) -> LoaderPoint:
         return LoaderPoint(num_workers=workers, samples_per_s=rates[workers], cpu_s_per_sample=2e-4)
 
-    monkeypatch.setattr("autotune.measure._profile._measure_loader", recorded)
+    monkeypatch.setattr("autotune.measure.profiling._loader._measure_loader", recorded)
     plan = ProfilePlan(
         batch_sizes=[32],
         amp_modes=["off"],
@@ -596,7 +598,7 @@ def test_a_count_read_in_a_slow_spell_is_timed_again_beside_the_best(
         timed.append(workers)
         return LoaderPoint(num_workers=workers, samples_per_s=rate, cpu_s_per_sample=2e-4)
 
-    monkeypatch.setattr("autotune.measure._profile._measure_loader", recorded)
+    monkeypatch.setattr("autotune.measure.profiling._loader._measure_loader", recorded)
     plan = ProfilePlan(
         batch_sizes=[32],
         amp_modes=["off"],
@@ -625,7 +627,7 @@ def test_a_loader_that_keeps_the_cores_busy_is_not_timed_again(
         rate = 1000.0 * min(workers, 2) or 900.0
         return LoaderPoint(num_workers=workers, samples_per_s=rate, cpu_s_per_sample=9e-4)
 
-    monkeypatch.setattr("autotune.measure._profile._measure_loader", busy)
+    monkeypatch.setattr("autotune.measure.profiling._loader._measure_loader", busy)
     plan = ProfilePlan(
         batch_sizes=[32],
         amp_modes=["off"],
