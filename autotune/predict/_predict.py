@@ -88,6 +88,7 @@ def _joined(
     cores = host.cores_samples_per_s
     serial = 1.0 / (1.0 / step_rate + 1.0 / loader_rate)
     named = np.where(cores < (1.0 - BASE_UNCERTAINTY) * step_rate, cores, np.inf)
+    # The index of the smallest is the bound's code: STEP, LOADER, CPU.
     side = np.argmin(np.stack([step_rate, loader_rate, named]), axis=0).astype(np.int64)
     beside = soft_min(np.stack([step_rate, host.loader_beside_step(loader_rate)]))
     rate = np.where(no_workers, np.minimum(serial, cores), beside)
