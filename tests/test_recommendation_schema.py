@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -130,6 +131,34 @@ def test_a_written_document_validates_against_the_shipped_schema(
 ) -> None:
     assert schema_errors(document) == []
     validate_recommendation(document)
+
+
+@pytest.mark.slow
+def test_a_job_s_document_validates_against_the_shipped_schema(
+    tmp_path: Path, workload_file: Any
+) -> None:
+    """A real job, its profile included, written by ``autotune run --out``."""
+    from test_cli import FAST_FLAGS, autotune
+
+    out = tmp_path / "best.json"
+    flags = [flag for flag in FAST_FLAGS if flag != "--no-profile"]
+    result = autotune(
+        "run",
+        workload_file("tiny"),
+        "--trials",
+        "2",
+        "--db",
+        str(tmp_path / "a.db"),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        *flags,
+    )
+    assert result.returncode == 0, result.stderr
+    document = json.loads(out.read_text())
+    assert document["profile"] is not None
+    assert schema_errors(document) == []
 
 
 def test_the_writer_writes_no_key_the_models_do_not_declare(document: dict[str, Any]) -> None:
