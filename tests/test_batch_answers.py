@@ -128,7 +128,7 @@ def tune(tmp_path: Path, *extra: str) -> dict[str, Any]:
     )  # the summary table on one line per row
     assert done.returncode == 0, done.stdout + done.stderr
     document: dict[str, Any] = json.loads(out.read_text())
-    document["_stdout"] = done.stdout
+    document["_stderr"] = done.stderr
     return document
 
 
@@ -154,7 +154,7 @@ def test_a_run_gives_the_fastest_overall_and_the_fastest_that_keeps_the_batch(
     # The diagnosis and the CLI summary say both.
     assert "effective batch of 64 (4x your 16)" in document["diagnosis"]
     assert "keeps your 16 is your baseline with num_workers=2" in document["diagnosis"]
-    assert "keeps batch 16" in document["_stdout"]
+    assert "keeps batch 16" in document["_stderr"]
 
 
 @pytest.mark.slow
@@ -164,4 +164,4 @@ def test_effective_batch_forces_the_drop_in_answer_alone(tmp_path: Path) -> None
     assert same["forced"] and same["same_as_recommendation"]
     assert document["config"]["batch_size"] * document["config"]["grad_accum_steps"] == 16
     assert document["batch_change"] is None
-    assert "keeps batch" not in document["_stdout"]
+    assert "keeps batch" not in document["_stderr"]

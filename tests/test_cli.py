@@ -165,8 +165,8 @@ def test_run_end_to_end_writes_a_valid_recommendation(tmp_path: Path, workload_f
     spread = document["run_spread"]
     assert spread["min"] <= spread["max"] and spread["ratio"] == spread["max"] / spread["min"]
     assert spread["unsteady"] == ("speed moved" in document["verdict"])
-    # Progress rows and the summary are shown.
-    assert "#1" in result.stdout and "baseline" in result.stdout and "recommended" in result.stdout
+    # Progress rows and the summary are shown, on stderr.
+    assert "#1" in result.stderr and "baseline" in result.stderr and "recommended" in result.stderr
     # The Optuna study lives in the same database (optuna-dashboard can open it).
     assert rows(db, "select study_name from studies") == [("autotune-job-1",)]
     # Not applicable on a CPU: never searched, never set.
@@ -365,12 +365,50 @@ def test_ctrl_c_marks_the_job_interrupted_and_says_how_to_resume(
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
-    assert "--resume" in stdout
+    assert "--resume" in stderr
     assert rows(db, "select status from autotune_jobs") == [("interrupted",)]
     assert not psutil.Process().children(recursive=True)
 
 
 @pytest.mark.slow
+def _tiny_run(tmp_path: Path, workload_file, *flags: str) -> subprocess.CompletedProcess[str]:
+    return autotune(
+        "run",
+        workload_file("tiny"),
+        "--trials",
+        "2",
+        "--db",
+        str(tmp_path / "j.db"),
+        "--out",
+        str(tmp_path / "best.json"),
+        "--device",
+        "cpu",
+        *flags,
+        *FAST_FLAGS,
+    )
+
+
+@pytest.mark.slow
+def test_json_prints_the_recommendation_alone_on_stdout(tmp_path: Path, workload_file) -> None:
+    """`--json`: stdout is the document written to --out and nothing else, for a pipe; the
+    progress and the summary are on stderr."""
+    result = _tiny_run(tmp_path, workload_file, "--json")
+    assert result.returncode == 0, result.stderr
+    written = (tmp_path / "best.json").read_text()
+    assert result.stdout == written
+    assert json.loads(result.stdout) == json.loads(written)
+    assert "#1" in result.stderr and "recommended" in result.stderr and "wrote" in result.stderr
+
+
+@pytest.mark.slow
+def test_quiet_shows_nothing_on_success(tmp_path: Path, workload_file) -> None:
+    """`--quiet`: no progress, no summary and no "wrote"; the recommendation is still written."""
+    result = _tiny_run(tmp_path, workload_file, "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "" and result.stdout == ""
+    validate_recommendation(json.loads((tmp_path / "best.json").read_text()))
+
+
 def test_bench_remeasures_a_configuration(tmp_path: Path, workload_file) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"config": {"batch_size": 16, "num_workers": 1}}))
@@ -395,6 +433,7 @@ def test_bench_remeasures_a_configuration(tmp_path: Path, workload_file) -> None
     )
     assert result.returncode == 0, result.stderr
     assert "median" in result.stdout and "samples/s" in result.stdout
+    assert "#1" in result.stderr and "#1" not in result.stdout  # the progress, on stderr
     assert len(rows(db, "select id from autotune_trials where phase = 'bench'")) == 2
 
 
@@ -440,5 +479,7 @@ def test_each_kind_of_error_has_its_own_exit_code() -> None:
 
 @pytest.mark.slow
 def test_a_workload_whose_every_trial_fails_exits_3(db_path: str, workload_file) -> None:
-    result = autotune("run", workload_file("raises"), "--db", db_path, "--trials", "2", *FAST_FLAGS)
+    result = autotune(
+        "run", workload_file("raises"), "--db", db_path, "--trials", "2", "--quiet", *FAST_FLAGS
+    )  # --quiet: the error alone on stderr, without the progress
     assert_clear_error(result, "no configuration could be measured", exit_code=3)

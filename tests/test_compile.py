@@ -294,7 +294,7 @@ def test_a_compile_longer_than_the_run_can_repay_is_stopped_while_compiling(
     tmp_path: Path, workload_file: Any
 ) -> None:
     db, result, document = compile_or_not(tmp_path, workload_file("tiny"))
-    assert "pruned while compiling" in result.stdout
+    assert "pruned while compiling" in result.stderr
     assert document["config"]["compile"] == "off"
     [(pruned, in_warmup, samples_per_s, compile_s, number)] = rows(
         db,

@@ -771,8 +771,8 @@ def test_a_real_run_stops_re_measuring_a_candidate_far_behind(tmp_path: Path) ->
     assert "slower than the fastest in every round" in left["because"]
     assert len(by_workers[1]["metrics"]["runs"]) == 2
     assert len(document["baseline"]["metrics"]["runs"]) == 2
-    assert "out of the confirmation after round 2" in done.stdout
-    assert "decided   after round 2" in done.stdout
+    assert "out of the confirmation after round 2" in done.stderr
+    assert "decided   after round 2" in done.stderr
     assert document["confirmation_rounds"]["run"] == 2
     assert document["confirmation_rounds"]["added"] is None  # 4 workers led every round
     assert document["confirmation_rounds"]["planned"] == 3

@@ -88,7 +88,7 @@ def db_url(workdir: Path) -> str:
     )
     assert finished.returncode == 0, finished.stdout + finished.stderr
     # `autotune run` says how to see the job's page.
-    assert f"see it: autotune report 1 --db {url} --out report.html" in finished.stdout
+    assert f"see it: autotune report 1 --db {url} --out report.html" in finished.stderr
     failed = run_cli(
         [
             "run",
@@ -501,7 +501,7 @@ def moved_job(db_url: str, workdir: Path) -> int:
         preexec_fn=lambda: os.sched_setaffinity(0, {first_core}),
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "measuring anew as set 2" in " ".join(resumed.stdout.split())  # rich wraps it
+    assert "measuring anew as set 2" in " ".join(resumed.stderr.split())  # rich wraps it
     return job_id
 
 

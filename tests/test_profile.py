@@ -333,7 +333,7 @@ def test_a_profiled_job_stores_predicts_seeds_and_explains(tmp_path: Path, workl
     assert ("retain_freed_memory" in searched) is glibc_malloc()
     assert document["profile"]["retained_freed_memory"] is glibc_malloc()
     assert bool(document["profile"]["fresh_heap"]) is glibc_malloc()
-    assert "profile (" in result.stdout
+    assert "profile (" in result.stderr
 
     # A resumed job reuses the stored profile: nothing is measured again.
     marker = profile.model_copy(update={"duration_s": 12345.0})

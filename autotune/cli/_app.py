@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,7 +23,7 @@ from autotune.errors import ConfigError, first_validation_error
 from autotune.measure import MeasurePlan
 from autotune.space import check_knob_settings, parse_assignments
 from autotune.store import Database, Job, TrialRecord, open_database
-from autotune.tuner import TuneOptions, bench, create_job, read_config, run_job
+from autotune.tuner import Reporter, TuneOptions, bench, create_job, read_config, run_job
 from autotune.tuner._options import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_PATIENCE
 from autotune.workload import builtin_names, parse_ref
 
@@ -32,7 +33,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+# A command's output (what a script reads) goes to stdout; the progress and summary of `run` and
+# `bench` go to stderr, so that stdout stays clean for a pipe (`autotune run ... --json | jq`).
 console = Console(stderr=False, highlight=False)
+
+
+def _progress_console(quiet: bool = False) -> Console:
+    """Where progress and summaries are shown: stderr; nowhere with ``quiet``."""
+    return Console(stderr=True, highlight=False, quiet=quiet)
 
 
 def _print_version(value: bool) -> None:
@@ -138,9 +146,13 @@ def _set_option(db: Database, job_id: int, name: str, value: Any) -> None:
         job.options = {**job.options, name: value}
 
 
+def _json_text(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2) + "\n"
+
+
 def _write_json(path: Path, document: dict[str, Any]) -> None:
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(document, indent=2) + "\n")
+    temporary.write_text(_json_text(document))
     os.replace(temporary, path)
 
 
@@ -238,6 +250,20 @@ def run(
             "old trials apart) or refuse (fail). Default: the job's own, fresh for a new job."
         ),
     ] = None,
+    json_output: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the recommendation JSON (as written to --out) on stdout, and nothing else "
+            "there.",
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet", help="Show no progress and no summary on stderr; errors are still shown."
+        ),
+    ] = False,
     debug: DebugOption = False,
 ) -> None:
     """Search the knobs for WORKLOAD and write the recommended configuration."""
@@ -274,40 +300,45 @@ def run(
         profile=profile,
         profile_seconds=profile_seconds,
     )
+    shown = _progress_console(quiet)
     database = open_database(db)
     if resume:
         job_id = _find_resumable(database, workload, job)
         if on_new_hardware is not None:
             _set_option(database, job_id, "on_new_hardware", options.on_new_hardware)
-        console.print(f"resuming job {job_id}")
+        shown.print(f"resuming job {job_id}")
     else:
         job_id = create_job(database, options, status="running")
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     from autotune.cli._progress import RichReporter, search_ending, summary_table
 
     try:
-        finished = run_job(database, job_id, RichReporter(console))
+        finished = run_job(database, job_id, Reporter() if quiet else RichReporter(shown))
     except KeyboardInterrupt:
-        console.print(
+        # Shown even with --quiet: how to go on is what an interrupted user needs.
+        print(
             f"\ninterrupted: the measured trials of job {job_id} are kept; continue "
-            f"with `autotune run {workload} --resume`"
+            f"with `autotune run {workload} --resume`",
+            file=sys.stderr,
         )
         raise typer.Exit(130) from None
     document = finished.recommendation
     if document is None:
         raise typer.Exit(1)
-    console.print(summary_table(document))
-    console.print(document["verdict"])
-    console.print(f"[bold]diagnosis[/]: {document['diagnosis']}")
+    shown.print(summary_table(document))
+    shown.print(document["verdict"])
+    shown.print(f"[bold]diagnosis[/]: {document['diagnosis']}")
     counts = document["trials"]
-    console.print(
+    shown.print(
         f"trials: {counts['total']} measured, {counts['ok']} ok, {counts['failed']} "
         f"failed, {counts['skipped_infeasible']} skipped as infeasible"
         f"{_skipped_slow(counts)}{search_ending(counts)}"
     )
     _write_json(out, document)
-    console.print(f"wrote {out}")
-    console.print(report_hint(job_id, db), soft_wrap=True)  # one line, to copy
+    shown.print(f"wrote {out}")
+    shown.print(report_hint(job_id, db), soft_wrap=True)  # one line, to copy
+    if json_output:
+        sys.stdout.write(_json_text(document))
 
 
 def _skipped_slow(counts: dict[str, Any]) -> str:
@@ -345,11 +376,12 @@ def bench_command(
     )
     from autotune.cli._progress import RichReporter
 
-    job = bench(open_database(db), options, chosen, repeats, RichReporter(console))
+    shown = _progress_console()
+    job = bench(open_database(db), options, chosen, repeats, RichReporter(shown))
     runs = [TrialRecord.model_validate(trial) for trial in job.trials]
     speeds = sorted(run.samples_per_s for run in runs if run.usable and run.samples_per_s)
     if not speeds:
-        console.print("no run finished usable; see the outcomes above")
+        shown.print("no run finished usable; see the outcomes above")
         raise typer.Exit(3)  # no configuration fits, as the run command's exit code says
     median = (
         speeds[len(speeds) // 2]
