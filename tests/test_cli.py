@@ -370,7 +370,6 @@ def test_ctrl_c_marks_the_job_interrupted_and_says_how_to_resume(
     assert not psutil.Process().children(recursive=True)
 
 
-@pytest.mark.slow
 def _tiny_run(tmp_path: Path, workload_file, *flags: str) -> subprocess.CompletedProcess[str]:
     return autotune(
         "run",
@@ -409,6 +408,7 @@ def test_quiet_shows_nothing_on_success(tmp_path: Path, workload_file) -> None:
     validate_recommendation(json.loads((tmp_path / "best.json").read_text()))
 
 
+@pytest.mark.slow
 def test_bench_remeasures_a_configuration(tmp_path: Path, workload_file) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"config": {"batch_size": 16, "num_workers": 1}}))
