@@ -103,11 +103,13 @@ class Metrics(_Section):
     )
     compile_s: Number | None = None
     step_time_ms: Number
-    peak_memory_bytes: StrictInt | None = Field(description="Null on a CPU (no device allocator).")
+    peak_memory_bytes: StrictInt | None = Field(
+        description="Reserved CUDA memory; on a CPU, the host's peak; null when not measured."
+    )
     peak_host_memory_bytes: StrictInt | None
     data_wait_fraction: Number
     device_utilization: Number | None = None
-    runs: Omittable[list[Number | None]] = Field(None, description="Each run's samples per s.")
+    runs: Omittable[list[Number | None]] = Field(None, description="Samples/s of each run.")
 
 
 class MeasuredMetrics(_Section):
@@ -243,7 +245,8 @@ class Candidate(_Section):
 
 class ProfileSection(_Section):
     """The step alone per batch and precision, the loader alone per worker count, and the
-    memory model: the bounds the search was seeded from."""
+    memory model: the bounds the search was seeded from. The profile writes the section
+    (``Profile.public_dict``), and the keys named here are its tables; it has more."""
 
     step: Omittable[list[dict[str, Any]]] = None
     step_threads: Omittable[list[dict[str, Any]]] = None
