@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip_cuda)
+
+
+#: The marks that take a test out of the fast tier (pyproject.toml's addopts leaves them out).
+NOT_FAST = ("slow", "browser", "postgres", "cuda")
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_start_no_python(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test of the fast tier starts no Python process: a trial is one, and any of them takes
+    seconds to import torch. A test that must start one is marked slow. Let through: a module's
+    shared server, started by a module-scoped fixture before this one, and torch.compile's own
+    compile workers."""
+    if any(request.node.get_closest_marker(mark) for mark in NOT_FAST):
+        return
+    start = subprocess.Popen.__init__
+
+    def refuse_python(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+        one = isinstance(args, str | bytes | os.PathLike)
+        argv = [os.fsdecode(arg) for arg in ([args] if one else args)]
+        program = os.path.basename(argv[0].split()[0]) if argv and argv[0].strip() else ""
+        if program.startswith("python") and not any("_inductor" in arg for arg in argv):
+            pytest.fail(
+                f"a fast test started a Python process ({' '.join(map(str, argv))[:200]}); "
+                "mark the test @pytest.mark.slow"
+            )
+        start(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse_python)
 
 
 @pytest.fixture
