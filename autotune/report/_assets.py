@@ -11,8 +11,13 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 
-#: Our own files in ``static/``, besides the HTML template.
-_OWN_FILES = {"page.js": "text/javascript; charset=utf-8", "page.css": "text/css; charset=utf-8"}
+#: Our own assets, by role: the ``static/`` files each is joined from, in order, and its media
+#: type. The page's script is two files served as one: plots.js (the plots and the helpers they
+#: share) before page.js, which reads them; the page links or inlines a single script.
+_OWN_FILES = {
+    "page.js": (("plots.js", "page.js"), "text/javascript; charset=utf-8"),
+    "page.css": (("page.css",), "text/css; charset=utf-8"),
+}
 
 
 @dataclass(frozen=True)
@@ -40,16 +45,17 @@ def _plotly_js() -> Asset:
     )
 
 
-def _own(name: str, media_type: str) -> Asset:
-    body = static_text(name).encode()
-    stem, suffix = name.rsplit(".", 1)
+def _own(role: str, parts: tuple[str, ...], media_type: str) -> Asset:
+    body = "\n".join(static_text(part) for part in parts).encode()
+    stem, suffix = role.rsplit(".", 1)
     return Asset(f"{stem}-{hashlib.sha256(body).hexdigest()[:12]}.{suffix}", body, media_type)
 
 
 @cache
 def _assets() -> dict[str, Asset]:
     # Keyed by role ("plotly", "page.js", "page.css"): the template links them by role.
-    return {"plotly": _plotly_js(), **{n: _own(n, t) for n, t in _OWN_FILES.items()}}
+    own = {role: _own(role, parts, media) for role, (parts, media) in _OWN_FILES.items()}
+    return {"plotly": _plotly_js(), **own}
 
 
 def asset_names() -> dict[str, str]:
