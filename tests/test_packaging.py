@@ -41,7 +41,7 @@ def test_the_wheel_installs_the_api_as_autotune_api_with_every_package(tmp_path:
         timeout=300,
     )
     assert built.returncode == 0, built.stderr
-    (wheel,) = tmp_path.glob("autotune-*.whl")
+    (wheel,) = tmp_path.glob("autotune_train-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     tops = {
         name.split("/")[0]

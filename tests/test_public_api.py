@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +53,11 @@ def test_each_stage_exports_what_its_all_lists(package: str) -> None:
     assert module.__all__, f"{package} has an empty __all__"
     for name in module.__all__:
         assert hasattr(module, name), f"{package}.__all__ lists missing {name}"
+
+
+def test_the_distribution_has_a_name_of_its_own_and_the_autotune_command() -> None:
+    """PyPI's ``autotune`` and ``pytorch-autotune`` are other projects: ``pip install`` of either
+    would install someone else's code."""
+    pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    assert pyproject["project"]["name"] == "autotune-train"
+    assert pyproject["project"]["scripts"] == {"autotune": "autotune.cli:main"}
