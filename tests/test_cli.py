@@ -483,3 +483,14 @@ def test_a_workload_whose_every_trial_fails_exits_3(db_path: str, workload_file)
         "run", workload_file("raises"), "--db", db_path, "--trials", "2", "--quiet", *FAST_FLAGS
     )  # --quiet: the error alone on stderr, without the progress
     assert_clear_error(result, "no configuration could be measured", exit_code=3)
+
+
+def test_the_exit_codes_are_documented_as_they_are() -> None:
+    page = (Path(__file__).parent.parent / "docs" / "user" / "cli.md").read_text()
+    table = page.split("## Exit codes", 1)[1]
+    documented = {
+        int(cells[1])
+        for line in table.splitlines()
+        if (cells := line.split("|"))[1:2] and cells[1].strip().isdigit()
+    }
+    assert documented == set(EXIT_CODES)
