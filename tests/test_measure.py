@@ -156,6 +156,7 @@ def test_a_short_epoch_is_timed_whole_with_its_start(workload_file: Any) -> None
     assert result.epoch_restart_s >= 0.4
 
 
+@pytest.mark.slow
 def test_a_window_of_whole_epochs_reports_its_rate_at_epochs_ends_only(workload_file: Any) -> None:
     # Pruning compares the rate so far with the best: mid-epoch it holds the epoch's start
     # (here a worker that sleeps 0.5 s) without the steps that repay it. On slow-storage (48

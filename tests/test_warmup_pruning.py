@@ -20,6 +20,7 @@ LONG_WARMUP = MeasurePlan(
 )
 
 
+@pytest.mark.slow
 def test_warm_up_reports_its_rate_before_the_window(workload_file) -> None:
     events: list[dict[str, Any]] = []
     workload = load_workload(workload_file("sleepy"))
