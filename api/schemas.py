@@ -48,6 +48,13 @@ class JobCreate(TuneOptions):
         },
     )
 
+    fresh: bool = Field(
+        default=False,
+        description="Measure again even where a succeeded job already answered the same question "
+        "(the workload's source, the options that shape the answer, the device class and "
+        "software); without it, that job is the answer (status 200).",
+    )
+
     @field_validator("device")
     @classmethod
     def _device_is_named(cls, value: str) -> str:

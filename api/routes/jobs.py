@@ -15,7 +15,7 @@ from autotune.predict import public_profile
 from autotune.recommend import RecommendationDocument
 from autotune.service import WorkloadCatalog
 from autotune.store import Job
-from autotune.tuner import TuneOptions, create_job
+from autotune.tuner import TuneOptions, create_job, remembered_answer
 
 from ..deps import CatalogDep, DatabaseDep, SessionDep, SettingsDep, WriteSessionDep
 from ..schemas import (
@@ -76,6 +76,11 @@ def _live(session: Session, settings: Settings) -> dict[str, int]:
     status_code=status.HTTP_202_ACCEPTED,
     response_model=JobDetailPublic,
     responses={
+        200: {
+            "model": JobDetailPublic,
+            "description": "A succeeded job already answered the same question; it is the "
+            "answer (the body does not say ``fresh``).",
+        },
         400: {"model": ErrorPublic, "description": "The body is not UTF-8 text."},
         413: {"model": ErrorPublic, "description": "The body is larger than the server allows."},
     },
@@ -87,7 +92,12 @@ def submit_job(
     catalog: CatalogDep,
     settings: SettingsDep,
 ) -> JobDetailPublic:
-    """Queue a tuning job; a worker picks it up. Poll the ``Location`` for its progress."""
+    """Queue a tuning job; a worker picks it up. Poll the ``Location`` for its progress.
+
+    A succeeded job that answered the same question (the workload's source, the options that
+    shape the answer, the device class and software) is answered instead, with status 200 and
+    its ``Location``, unless the body says ``"fresh": true``. Without a ``device_class``, the
+    device is the one this server's host would run it on."""
     try:
         entry = catalog.resolve(body.workload)
     except WorkloadError as exc:
@@ -101,8 +111,15 @@ def submit_job(
                 }
             ]
         ) from None
-    options = TuneOptions.model_validate({**body.model_dump(), "workload": entry.ref})
-    job_id = create_job(database, options)
+    options = TuneOptions.model_validate(
+        {**body.model_dump(exclude={"fresh"}), "workload": entry.ref}
+    )
+    earlier = None if body.fresh else remembered_answer(database, options)
+    if earlier is not None:
+        response.status_code = status.HTTP_200_OK
+        job_id = earlier.id
+    else:
+        job_id = create_job(database, options)
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     with database.session() as session:
         job = service.get_job(session, job_id)

@@ -22,8 +22,16 @@ from autotune.cli._service import register as register_service_commands
 from autotune.errors import ConfigError, first_validation_error
 from autotune.measure import MeasurePlan
 from autotune.space import check_knob_settings, parse_assignments
-from autotune.store import Database, Job, TrialRecord, open_database
-from autotune.tuner import Reporter, TuneOptions, bench, create_job, read_config, run_job
+from autotune.store import Database, Job, TrialRecord, open_database, utcnow
+from autotune.tuner import (
+    Reporter,
+    TuneOptions,
+    bench,
+    create_job,
+    read_config,
+    remembered_answer,
+    run_job,
+)
 from autotune.tuner._options import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_PATIENCE
 from autotune.workload import builtin_names, parse_ref
 
@@ -264,9 +272,22 @@ def run(
             "--quiet", help="Show no progress and no summary on stderr; errors are still shown."
         ),
     ] = False,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh",
+            help="Measure again even where a finished job already answered this workload (same "
+            "source, options, device and software); without it, that job's answer is returned.",
+        ),
+    ] = False,
     debug: DebugOption = False,
 ) -> None:
-    """Search the knobs for WORKLOAD and write the recommended configuration."""
+    """Search the knobs for WORKLOAD and write the recommended configuration.
+
+    A finished job that answered the same question (the workload's source and the modules it
+    imports from its folder, the options that shape the answer, the device class and software)
+    answers at once, unless ``--fresh``.
+    """
     parse_ref(workload)
     fixed = parse_assignments(fix or [], "--fix")
     ranges = parse_assignments(range_ or [], "--range")
@@ -308,9 +329,14 @@ def run(
             _set_option(database, job_id, "on_new_hardware", options.on_new_hardware)
         shown.print(f"resuming job {job_id}")
     else:
+        earlier = None if fresh else remembered_answer(database, options)
+        if earlier is not None and earlier.recommendation is not None:
+            _say_remembered(earlier)
+            _present_answer(earlier.recommendation, earlier.id, out, db, json_output, shown)
+            return
         job_id = create_job(database, options, status="running")
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-    from autotune.cli._progress import RichReporter, search_ending, summary_table
+    from autotune.cli._progress import RichReporter
 
     try:
         finished = run_job(database, job_id, Reporter() if quiet else RichReporter(shown))
@@ -325,6 +351,20 @@ def run(
     document = finished.recommendation
     if document is None:
         raise typer.Exit(1)
+    _present_answer(document, job_id, out, db, json_output, shown)
+
+
+def _present_answer(
+    document: dict[str, Any],
+    job_id: int,
+    out: Path,
+    db: str | None,
+    json_output: bool,
+    shown: Console,
+) -> None:
+    """The summary on ``shown``, the document to ``out`` (and stdout with ``--json``)."""
+    from autotune.cli._progress import search_ending, summary_table
+
     shown.print(summary_table(document))
     shown.print(document["verdict"])
     shown.print(f"[bold]diagnosis[/]: {document['diagnosis']}")
@@ -339,6 +379,18 @@ def run(
     shown.print(report_hint(job_id, db), soft_wrap=True)  # one line, to copy
     if json_output:
         sys.stdout.write(_json_text(document))
+
+
+def _say_remembered(job: Job) -> None:
+    """Say on stderr that ``job`` answers, and how old its answer is (even with ``--quiet``:
+    the answer is no new measurement, and how to get one is what the user may need)."""
+    finished = job.finished_at or job.created_at
+    minutes = max(0, round((utcnow() - finished).total_seconds() / 60))
+    print(
+        f"job {job.id} already answered this workload on this device {minutes} minutes ago "
+        "(its answer follows); pass --fresh to measure again",
+        file=sys.stderr,
+    )
 
 
 def _skipped_slow(counts: dict[str, Any]) -> str:

@@ -88,6 +88,10 @@ class Job(Base):
     #: resumed job reuses it. ``{"error": ...}`` when profiling failed; null when it was off.
     profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     recommendation: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    #: The sha256 of the question the job answers (its workload's source, the options that shape
+    #: the answer, the device class and software: see ``autotune.tuner.answer_key``), set when it
+    #: runs: a new job with the key of a succeeded one is answered by it.
+    answer_key: Mapped[str | None] = mapped_column(String(64), index=True)
     error: Mapped[str | None] = mapped_column(Text)
     worker_id: Mapped[str | None] = mapped_column(String(256))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -3,6 +3,7 @@
 from autotune.tuner._bench import bench, read_config
 from autotune.tuner._job import JobCancelled, run_job
 from autotune.tuner._options import CONFIRM_WINDOW_FACTOR, TuneOptions, parse_memory
+from autotune.tuner._remembered import answer_key, remembered_answer
 from autotune.tuner._reporter import Reporter
 from autotune.tuner._stored import create_job, load_job
 
@@ -11,10 +12,12 @@ __all__ = [
     "JobCancelled",
     "Reporter",
     "TuneOptions",
+    "answer_key",
     "bench",
     "create_job",
     "load_job",
     "parse_memory",
     "read_config",
+    "remembered_answer",
     "run_job",
 ]

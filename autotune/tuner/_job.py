@@ -67,6 +67,7 @@ from autotune.tuner._recommending import (
     nothing_usable_message,
     run_length,
 )
+from autotune.tuner._remembered import answer_key
 from autotune.tuner._reporter import Reporter
 from autotune.tuner._seeding import PREDICTED_PHASE, seed_configs
 from autotune.tuner._stored import JobTrials, load_job, update_job
@@ -413,6 +414,8 @@ def run_job(
         finished_at=None,
     )
     try:
+        # The question as it is now asked: the workload's source when the job starts.
+        key = answer_key(options)
         with TrialLauncher(options.workload, options.device):  # the probe's and the trials'
             document = _JobRun(db, job_id, options, reporter, cancel, owner).run()
     except JobCancelled:
@@ -447,7 +450,13 @@ def run_job(
         raise
     else:
         update_job(
-            db, job_id, owner, status="succeeded", recommendation=document, finished_at=utcnow()
+            db,
+            job_id,
+            owner,
+            status="succeeded",
+            recommendation=document,
+            answer_key=key,
+            finished_at=utcnow(),
         )
     job = load_job(db, job_id)
     reporter.job_finished(job)
