@@ -1,8 +1,8 @@
 """The timed window: steps from wherever the warm-up ended until the window is long and whole.
 
-Each step costs two clock reads, the loader's wait and the step's own host work (kept by
-:class:`~autotune.measure._loop.TrainingLoop`), and on CUDA two events for the device's own
-step time, read once the window is over.
+Each step is timed by two clock reads, beside its wait for the loader and its own host work
+(kept by :class:`~autotune.measure._loop.TrainingLoop`), and on CUDA by two events for the
+device's own step time, read once the window is over.
 """
 
 from __future__ import annotations
