@@ -129,7 +129,7 @@ def _cap_device_memory(device: torch.device, budget: int | None) -> None:
 
 
 def profile(request: dict[str, Any], emit: EventWriter) -> None:
-    """Measure the step alone and the loader alone (:mod:`autotune.measure._profile`)."""
+    """Measure the step alone and the loader alone (:mod:`autotune.measure.profiling`)."""
     device = _device(request)
     plan = ProfilePlan(**request["plan"])
     _cap_device_memory(device, request.get("device_memory_budget_bytes"))

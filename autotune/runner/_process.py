@@ -518,7 +518,7 @@ def profile_workload(
     cancel: threading.Event | None = None,
 ) -> Profile:
     """Measure the step alone and the loader alone in a fresh process (see
-    :mod:`autotune.measure._profile`), held to a timeout and a memory cap as a trial is.
+    :mod:`autotune.measure.profiling`), held to a timeout and a memory cap as a trial is.
 
     Raises :class:`ProfileFailed` saying why when no profile came back, and
     :class:`TrialCancelled` when ``cancel`` is set meanwhile.
