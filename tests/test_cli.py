@@ -409,6 +409,30 @@ def test_quiet_shows_nothing_on_success(tmp_path: Path, workload_file) -> None:
 
 
 @pytest.mark.slow
+def test_a_second_run_is_answered_by_the_first_unless_fresh(tmp_path: Path, workload_file) -> None:
+    """The same workload, options and device: the stored answer at once, saying so, with no
+    new trial (whatever --out says); `--fresh` measures again."""
+    db = tmp_path / "j.db"
+    first = _tiny_run(tmp_path, workload_file, "--json")
+    assert first.returncode == 0, first.stderr
+    measured = rows(db, "SELECT count(*) FROM autotune_trials")[0][0]
+
+    second = _tiny_run(tmp_path, workload_file, "--json", "--out", str(tmp_path / "again.json"))
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout == (tmp_path / "again.json").read_text()
+    assert "job 1 already answered this workload on this device 0 minutes ago" in second.stderr
+    assert "pass --fresh to measure again" in second.stderr
+    assert rows(db, "SELECT count(*) FROM autotune_jobs")[0][0] == 1
+    assert rows(db, "SELECT count(*) FROM autotune_trials")[0][0] == measured
+
+    fresh = _tiny_run(tmp_path, workload_file, "--fresh", "--quiet")
+    assert fresh.returncode == 0, fresh.stderr
+    assert fresh.stderr == ""
+    assert rows(db, "SELECT count(*) FROM autotune_jobs")[0][0] == 2
+    assert rows(db, "SELECT count(*) FROM autotune_trials")[0][0] > measured
+
+
+@pytest.mark.slow
 def test_bench_remeasures_a_configuration(tmp_path: Path, workload_file) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"config": {"batch_size": 16, "num_workers": 1}}))
