@@ -179,6 +179,14 @@ def submit(
             "old trials apart; the default) or refuse (fail)."
         ),
     ] = None,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh",
+            help="Queue a job even where a succeeded one already answered the same question; "
+            "without it, the server answers with that job.",
+        ),
+    ] = False,
     server: ServerOption = DEFAULT_SERVER,
     token: TokenOption = None,
 ) -> None:
@@ -199,6 +207,7 @@ def submit(
         "fixed": parse_assignments(fix or [], "--fix") or None,
         "ranges": parse_assignments(range_ or [], "--range") or None,
         "baseline": parse_assignments(baseline or [], "--baseline") or None,
+        "fresh": fresh or None,
     }
     job = ServiceClient(server, token).submit({k: v for k, v in body.items() if v is not None})
     console.print(
