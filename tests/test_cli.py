@@ -432,6 +432,17 @@ def test_a_second_run_is_answered_by_the_first_unless_fresh(tmp_path: Path, work
     assert rows(db, "SELECT count(*) FROM autotune_trials")[0][0] > measured
 
 
+def test_a_remembered_answer_says_its_age_in_a_unit_that_reads() -> None:
+    from autotune.cli._app import _age
+
+    assert [_age(s) for s in (10, 50 * 60, 5 * 3600, 3 * 86400)] == [
+        "0 minutes",
+        "50 minutes",
+        "5 hours",
+        "3 days",
+    ]
+
+
 @pytest.mark.slow
 def test_bench_remeasures_a_configuration(tmp_path: Path, workload_file) -> None:
     config = tmp_path / "config.json"

@@ -385,12 +385,22 @@ def _say_remembered(job: Job) -> None:
     """Say on stderr that ``job`` answers, and how old its answer is (even with ``--quiet``:
     the answer is no new measurement, and how to get one is what the user may need)."""
     finished = job.finished_at or job.created_at
-    minutes = max(0, round((utcnow() - finished).total_seconds() / 60))
     print(
-        f"job {job.id} already answered this workload on this device {minutes} minutes ago "
-        "(its answer follows); pass --fresh to measure again",
+        f"job {job.id} already answered this workload on this device "
+        f"{_age((utcnow() - finished).total_seconds())} ago (its answer follows); pass --fresh "
+        "to measure again",
         file=sys.stderr,
     )
+
+
+def _age(seconds: float) -> str:
+    """``12 minutes``, ``5 hours``, ``3 days``: how old an answer is, to the unit that reads."""
+    minutes = max(0, round(seconds / 60))
+    if minutes < 120:
+        return f"{minutes} minutes"
+    if minutes < 48 * 60:
+        return f"{round(minutes / 60)} hours"
+    return f"{round(minutes / 60 / 24)} days"
 
 
 def _skipped_slow(counts: dict[str, Any]) -> str:
