@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest_service import FAST_JOB, Service, start_service
+from conftest_service import FAST_JOB, Service, start_service, wait_for
 
 from autotune.store import Job, open_database, utcnow
 from autotune.tuner import TuneOptions, answer_key, remembered_answer
@@ -144,3 +144,28 @@ def test_a_repeated_submission_is_answered_by_the_earlier_job(service: Service) 
         assert fresh.status_code == 202 and fresh.json()["id"] not in (job_id, queued.json()["id"])
         other = http.post("/v1/jobs", json={**submission, "n_trials": FAST_JOB["n_trials"] + 1})
         assert other.status_code == 202
+
+
+@pytest.mark.slow
+def test_a_job_a_worker_answered_answers_the_same_submission(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The key the worker stores is the one the server asks for: same host, same install."""
+    running = start_service(tmp_path_factory.mktemp("worked"), embedded_worker=True)
+    submission = {"workload": "builtin:slow-storage", **FAST_JOB}
+    try:
+        with running.client() as http:
+            job_id = http.post("/v1/jobs", json=submission).json()["id"]
+            wait_for(
+                lambda: (
+                    http.get(f"/v1/jobs/{job_id}").json()["status"]
+                    in ("succeeded", "failed", "cancelled")
+                ),
+                150,
+                f"job {job_id} to finish",
+            )
+            again = http.post("/v1/jobs", json=submission)
+            assert again.status_code == 200, running.logs()
+            assert again.json()["id"] == job_id and again.json()["recommendation_ready"]
+    finally:
+        running.stop()
