@@ -7,7 +7,7 @@ thread's CPU seconds per step (on CUDA these include the spinning of a thread th
 the device, so they bound the host's own work from above); one copy of the batch to the
 device; the loader alone, as the profile times it; the loader's batches pulled in lockstep with
 the step (no copy); and the measured window of a real trial loop. Written for the GPU sessions
-of benchmarks/RESULTS.md section 7 (the first figures there came from a first form of this code
+recorded in benchmarks/log/gpu.md (the first figures there came from a first form of this code
 on an NVIDIA H200, 2026-11-26). One JSON line per configuration.
 """
 

@@ -444,7 +444,7 @@ def test_a_loader_whose_cost_is_per_batch_is_predicted_at_a_batch_it_did_not_tim
     # Scaled per sample from batch 8, the loader would be predicted 3-4x too slow at batch 32
     # (10 ms a batch of 8 or of 32). The band leaves room for a shared machine's drift between
     # the profile and this timing: 1.27x on a 2-core Xeon VM whose speed moved by a third for
-    # minutes at a time (benchmarks/RESULTS.md 1b, 2026-11-27), where 1.25 was the band.
+    # minutes at a time (benchmarks/log/2026-11.md, 2026-11-27), where 1.25 was the band.
     # The fastest of three windows: a busy machine only slows a window of sleeping workers (in
     # a full test run on a 2-core Xeon one window read 1,607 samples/s with one worker, half of
     # what 10 ms a batch of 32 allows, against a prediction of 2,660; 2026-11-29).
