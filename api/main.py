@@ -90,6 +90,7 @@ def _start_worker(app: FastAPI, settings: Settings) -> bool:
         ClaimPolicy(settings.heartbeat_timeout_s, settings.max_attempts),
         heartbeat_interval_s=settings.heartbeat_interval_s,
         device=settings.device,
+        workloads_dir=settings.workloads_dir,
     )
     thread = threading.Thread(target=worker.run, name="embedded-worker", daemon=True)
     thread.start()

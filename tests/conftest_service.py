@@ -212,6 +212,8 @@ class Service:
                 str(heartbeat_timeout_s),
                 "--poll-interval",
                 "0.2",
+                "--workloads-dir",
+                str(self.directory / "workloads"),
             ],
             log,
         )
@@ -287,7 +289,11 @@ def start_service(
 def add_job(db: Database, **values: object) -> int:
     """A queued job row, straight into the database (as a submitted job would be)."""
     with db.session() as session:
-        job = Job(workload="builtin:image-cnn", options={"n_trials": 3}, **values)
+        job = Job(
+            workload="builtin:image-cnn",
+            options={"workload": "builtin:image-cnn", "n_trials": 3},
+            **values,
+        )
         session.add(job)
         session.flush()
         return job.id

@@ -2,6 +2,7 @@
 memory, prune, cancel), classify."""
 
 from autotune.runner._devices import TrialDevice, trial_device
+from autotune.runner._environment import trial_environment, withhold_from_trials
 from autotune.runner._launcher import START_ENV, TrialLauncher
 from autotune.runner._process import (
     DEFAULT_HOST_MEMORY_SHARE,
@@ -31,4 +32,6 @@ __all__ = [
     "profile_workload",
     "run_trial",
     "trial_device",
+    "trial_environment",
+    "withhold_from_trials",
 ]

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import IO, Any, Protocol
 
 from autotune.errors import ConfigError
+from autotune.runner._environment import trial_environment
 from autotune.runner._forkserver import MAX_MESSAGE, SOCKET_FD_ENV, WORKLOAD_ENV, send
 from autotune.runner._protocol import RESULT_FD_ENV
 
@@ -93,7 +94,7 @@ class _Server:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.output = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         env = dict(
-            os.environ,
+            trial_environment(os.environ),
             PYTHONUNBUFFERED="1",
             **environment,
             **{

@@ -22,6 +22,7 @@ from autotune.errors import AutotuneError, WorkloadError
 from autotune.measure import MeasurePlan, ProfilePlan, TreeMemorySampler, UtilizationSampler
 from autotune.predict import Profile
 from autotune.runner._devices import trial_device
+from autotune.runner._environment import trial_environment
 from autotune.runner._launcher import ForkedProcess, TrialProcess, active_launcher
 from autotune.runner._oom import OomKillCounter
 from autotune.runner._protocol import RESULT_FD_ENV
@@ -144,7 +145,7 @@ def _exec(
 ) -> subprocess.Popen[bytes]:
     """Start ``python -m autotune.runner._child`` (the start without the fork server)."""
     env = dict(
-        os.environ,
+        trial_environment(os.environ),
         PYTHONUNBUFFERED="1",
         **{RESULT_FD_ENV: str(write_fd)},
         AUTOTUNE_TRIAL_PARENT_PID=str(os.getpid()),  # see _child.die_with_parent

@@ -68,6 +68,11 @@ class WorkloadCatalog:
             "(GET /v1/workloads lists them; files and modules cannot be named directly)"
         )
 
+    def entry_of_ref(self, ref: str) -> CatalogEntry | None:
+        """The entry whose stored reference is exactly ``ref``, or None: how a worker checks
+        that a job's workload, as the database holds it, is one this catalog offers."""
+        return next((entry for entry in self._entries.values() if entry.ref == ref), None)
+
     def name_of(self, ref: str) -> str:
         """The public name of a stored reference (the reference itself if no longer listed)."""
         return self._names_by_ref.get(ref, ref)

@@ -4,6 +4,11 @@ One worker owns one device and runs one trial at a time on it; the trials themse
 their own processes (see :mod:`autotune.runner`), so a worker is mostly waiting. While a job
 runs, a heartbeat thread refreshes the job's lease and turns a requested cancel, a lost lease
 or a shutdown into the ``cancel`` event that stops the running trial promptly.
+
+A worker trusts nothing the database says about what code to run: a claimed job's stored
+workload reference must be one its own catalog offers (built-ins, installed entry points, its
+workloads directory), or the job fails before anything is imported, so that write access to
+the database is not code execution on every worker.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import socket
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any, Protocol
 
 from optuna.exceptions import StorageInternalError
@@ -21,6 +27,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.errors import AutotuneError, LeaseLostError
 from autotune.measure import device_identity
+from autotune.runner import withhold_from_trials
+from autotune.service._catalog import WorkloadCatalog
 from autotune.service._fleet import announce, retire
 from autotune.service._queue import ClaimPolicy, claim_next, fail, heartbeat, release
 from autotune.store import Database, Trial
@@ -82,6 +90,8 @@ class Worker:
         device: the device this worker owns; a job asking for ``auto`` runs on it, and only
             jobs for its device class (or none yet) are claimed.
         run_job: runs one claimed job (the tuner's ``run_job`` by default).
+        workloads_dir: the directory of workload files this worker runs, as the server's
+            ``--workloads-dir``; a job whose workload is not in this worker's catalog fails.
     """
 
     def __init__(
@@ -93,6 +103,7 @@ class Worker:
         device: str = "auto",
         worker_id: str | None = None,
         run_job: JobRunner = _tuner_run_job,
+        workloads_dir: Path | None = None,
     ) -> None:
         self.db = db
         self.policy = policy or ClaimPolicy()
@@ -104,6 +115,9 @@ class Worker:
         self.device_class = device_identity(device).device_class
         self.worker_id = worker_id or default_worker_id()
         self._run_job = run_job
+        self.workloads_dir = workloads_dir
+        # Trials run the user's code: they must not see the database's password.
+        withhold_from_trials(db.engine.url.password)
         self._stopping = threading.Event()
         self._announced_at: float | None = None
 
@@ -156,6 +170,11 @@ class Worker:
             if job is None:
                 return None
             job_id, attempt = job.id, job.attempts
+            refusal = self._refusal(job_id, job.options.get("workload"))
+            if refusal is not None:
+                fail(session, job_id, self.worker_id, refusal)
+                log.warning("worker %s refused job %d: %s", self.worker_id, job_id, refusal)
+                return job_id
             if self.device != "auto" and job.options.get("device", "auto") == "auto":
                 job.options = {**job.options, "device": self.device}
         log.info("worker %s claimed job %d (attempt %d)", self.worker_id, job_id, attempt)
@@ -190,6 +209,21 @@ class Worker:
             lease.release()
         log.info("worker %s finished job %d", self.worker_id, job_id)
         return job_id
+
+    def _refusal(self, job_id: int, ref: object) -> str | None:
+        """Why this worker will not run a job whose stored workload is ``ref``, or None.
+
+        The catalog is read anew for each job, as the API reads it for each request, so a file
+        added to the workloads directory is runnable without a restart.
+        """
+        catalog = WorkloadCatalog(self.workloads_dir)
+        if isinstance(ref, str) and catalog.entry_of_ref(ref) is not None:
+            return None
+        return (
+            f"job {job_id}'s workload {str(ref)[:200]!r} is not in this worker's catalog, so it "
+            "was not run; submit a name that GET /v1/workloads lists, to a server whose workers "
+            "have the same --workloads-dir"
+        )
 
     def _requeue_when_reachable(self, lease: _Lease) -> None:
         """Release the job as soon as the database answers again (or another worker took it

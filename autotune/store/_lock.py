@@ -5,6 +5,11 @@ with a PostgreSQL database an advisory lock keyed by host and device is taken as
 that workers sharing the database see each other even when they do not share a filesystem
 (containers on one machine with the same ``hostname``). Both are released by the kernel or
 the server when the holder dies, so a killed process never leaves a stale lock behind.
+
+The lock directory is private to the user (mode 0700, lock files 0600): a lock file anyone can
+open is a lock anyone can hold, keeping every trial on the device waiting. Users of one host
+therefore do not see each other's file locks; workers sharing a PostgreSQL database still see
+each other through the advisory lock.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import hashlib
 import os
 import re
 import socket
+import stat
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -24,6 +30,7 @@ from typing import IO
 
 from sqlalchemy import text
 
+from autotune.errors import ConfigError
 from autotune.store._db import Database
 
 LOCK_DIR_ENV = "AUTOTUNE_LOCK_DIR"
@@ -31,16 +38,26 @@ _POLL_S = 0.1
 
 
 def lock_dir() -> Path:
-    """``$AUTOTUNE_LOCK_DIR``, else ``autotune-locks`` in the system's temporary directory.
+    """``$AUTOTUNE_LOCK_DIR``, else ``autotune-locks-<uid>`` in the system's temporary directory.
 
-    Shared by every user of the host (mode 1777, like ``/tmp``): a GPU is one whatever user
-    runs on it.
+    Created with mode 0700; one owned by another user, or writable by its group or others, is
+    refused. Not under ``$XDG_RUNTIME_DIR``: a login shell has it and a system service does
+    not, and two processes of one user must find the same directory to see each other's locks.
     """
-    directory = Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir(), "autotune-locks"))
-    if not directory.is_dir():
-        directory.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(PermissionError):  # created by another user in between
-            directory.chmod(0o1777)
+    explicit = os.environ.get(LOCK_DIR_ENV)
+    default = Path(tempfile.gettempdir(), f"autotune-locks-{os.getuid()}")
+    directory = Path(explicit) if explicit else default
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o700, parents=True)
+    # The default's name is predictable in a shared /tmp: a link planted there is not ours.
+    info = directory.stat() if explicit else directory.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise ConfigError(
+            f"the lock directory {str(directory)!r} is not a directory private to this user "
+            f"(uid {os.getuid()}, not writable by group or others), so another user could hold "
+            f"a device lock; remove it or point {LOCK_DIR_ENV} at a directory of your own with "
+            "mode 0700"
+        )
     return directory
 
 
@@ -50,7 +67,9 @@ def _file_name(name: str) -> str:
 
 def _open_lock_file(name: str) -> IO[bytes]:
     path = lock_dir() / _file_name(name)
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    with contextlib.suppress(PermissionError):  # one left by an earlier version: make it ours
+        os.fchmod(descriptor, 0o600)
     return os.fdopen(descriptor, "r+b")
 
 
