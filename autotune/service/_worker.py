@@ -134,6 +134,13 @@ class Worker:
             self.device,
             self.device_class,
         )
+        if self.workloads_dir is not None and not self.workloads_dir.is_dir():
+            log.warning(
+                "worker %s: the workloads directory %s does not exist; jobs naming its "
+                "workloads will fail until it does",
+                self.worker_id,
+                self.workloads_dir,
+            )
         while not self._stopping.is_set():
             try:
                 self._announce()
