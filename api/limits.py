@@ -1,8 +1,14 @@
-"""Limits on requests, checked before they reach FastAPI: body size, and who may connect."""
+"""Limits on requests: body size and who may connect (checked before FastAPI), and how often
+one client may submit."""
 
 from __future__ import annotations
 
 import json
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -82,6 +88,48 @@ class LoopbackClientsOnly:
             )
             return
         await self.app(scope, receive, send)
+
+
+class SlidingWindowLimit:
+    """At most ``limit`` events per client in any ``window_s`` seconds, counted in this process.
+
+    Example:
+        >>> clock = iter([0.0, 1.0, 2.0]).__next__
+        >>> rate = SlidingWindowLimit(limit=2, window_s=60, clock=clock)
+        >>> rate.admit("10.0.0.1"), rate.admit("10.0.0.1"), rate.admit("10.0.0.1")
+        (None, None, 58)
+    """
+
+    #: Past this many clients, those without a recent event are forgotten.
+    _SWEEP_AT = 10_000
+
+    def __init__(
+        self, limit: int, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.limit, self.window_s, self._clock = limit, window_s, clock
+        self._events: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def admit(self, client: str) -> int | None:
+        """Count an event of ``client``; None if it is within the limit, else the seconds to
+        wait (for ``Retry-After``) before the oldest counted event leaves the window."""
+        with self._lock:
+            now = self._clock()
+            if len(self._events) > self._SWEEP_AT:
+                self._forget_idle(now)
+            events = self._events.setdefault(client, deque())
+            while events and events[0] <= now - self.window_s:
+                events.popleft()
+            if len(events) >= self.limit:
+                return max(1, math.ceil(events[0] + self.window_s - now))
+            events.append(now)
+            return None
+
+    def _forget_idle(self, now: float) -> None:
+        for client in [
+            c for c, events in self._events.items() if events[-1] <= now - self.window_s
+        ]:
+            del self._events[client]
 
 
 async def _send_error(send: Send, status: int, detail: str) -> None:

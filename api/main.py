@@ -21,7 +21,8 @@ from autotune.service import ClaimPolicy, JobNotFoundError, JobStateError, Worke
 from autotune.store import embedded_worker_slot, open_database, try_file_lock
 
 from .deps import require_token
-from .limits import BodySizeLimit, LoopbackClientsOnly
+from .headers import SecurityHeaders
+from .limits import BodySizeLimit, LoopbackClientsOnly, SlidingWindowLimit
 from .routes import dashboard, devices, jobs, ops, system, workloads
 from .schemas import ErrorPublic
 from .settings import Settings, load_settings
@@ -53,9 +54,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     detail = {
         status.HTTP_400_BAD_REQUEST: "the request body could not be read as UTF-8 JSON; send "
         'a JSON object such as {"workload": "builtin:image-cnn"}',
-        status.HTTP_404_NOT_FOUND: f"there is no {path}; the API's paths are listed at /docs",
-        status.HTTP_405_METHOD_NOT_ALLOWED: f"{method} is not allowed on {path}; /docs lists "
-        "the methods each path takes",
+        status.HTTP_404_NOT_FOUND: f"there is no {path}; /openapi.json lists the API's paths",
+        status.HTTP_405_METHOD_NOT_ALLOWED: f"{method} is not allowed on {path}; /openapi.json "
+        "lists the methods each path takes",
     }.get(exc.status_code)
     if detail is None:
         return await http_exception_handler(request, exc)
@@ -90,7 +91,6 @@ def _start_worker(app: FastAPI, settings: Settings) -> bool:
         ClaimPolicy(settings.heartbeat_timeout_s, settings.max_attempts),
         heartbeat_interval_s=settings.heartbeat_interval_s,
         device=settings.device,
-        workloads_dir=settings.workloads_dir,
     )
     thread = threading.Thread(target=worker.run, name="embedded-worker", daemon=True)
     thread.start()
@@ -122,8 +122,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         summary="Submit PyTorch training-speed tuning jobs and read their recommendations.",
         lifespan=_lifespan,
+        # The docs pages load their scripts from a CDN; /openapi.json is always served.
+        docs_url="/docs" if settings.api_docs else None,
+        redoc_url="/redoc" if settings.api_docs else None,
     )
     app.state.settings = settings
+    app.state.submission_rate = SlidingWindowLimit(settings.submissions_per_minute, 60.0)
     v1 = APIRouter(
         prefix="/v1",
         dependencies=[Depends(require_token)],
@@ -147,5 +151,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.trusted_hosts())
     if settings.api_token is None and not settings.insecure_allow_remote:
-        app.add_middleware(LoopbackClientsOnly)  # outermost: checked first
+        app.add_middleware(LoopbackClientsOnly)  # checked first
+    app.add_middleware(SecurityHeaders)  # outermost: on every answer, refusals included
     return app

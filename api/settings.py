@@ -60,6 +60,20 @@ class Settings(BaseSettings):
     allowed_hosts: list[str] | None = None
     #: Origins whose pages may call the API from a browser; none unless set.
     cors_origins: list[str] = Field(default_factory=list)
+    #: Queued jobs past which a submission is answered 429 until workers catch up.
+    max_queued_jobs: int = Field(default=100, ge=1)
+    #: Submissions (``POST /v1/jobs``) one client address may make in any 60 seconds.
+    submissions_per_minute: int = Field(default=30, ge=1)
+    #: The time budget of a submitted job that names none, so that no job runs unbounded.
+    default_time_budget_s: float = Field(default=3600.0, gt=0)
+    #: The largest time budget a submission may ask for.
+    max_time_budget_s: float = Field(default=24 * 3600.0, gt=0)
+    #: The most trials a submission may ask for.
+    max_trials: int = Field(default=500, ge=1)
+    #: Connections and requests uvicorn serves at once (``autotune serve``); past it, 503.
+    limit_concurrency: int = Field(default=64, ge=1)
+    #: Serve the interactive API docs at /docs and /redoc (their scripts come from a CDN).
+    api_docs: bool = False
 
     def trusted_hosts(self) -> list[str]:
         """The ``Host`` names to answer (see ``allowed_hosts``)."""
@@ -107,6 +121,12 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"the heartbeat interval ({self.heartbeat_interval_s:g} s) must be at most half "
                 f"the heartbeat timeout ({self.heartbeat_timeout_s:g} s); lower the interval"
+            )
+        if self.default_time_budget_s > self.max_time_budget_s:
+            raise ValueError(
+                f"the default time budget ({self.default_time_budget_s:g} s) is larger than the "
+                f"maximum ({self.max_time_budget_s:g} s); lower AUTOTUNE_DEFAULT_TIME_BUDGET_S "
+                "or raise AUTOTUNE_MAX_TIME_BUDGET_S"
             )
         return self
 

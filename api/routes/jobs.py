@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
@@ -14,10 +14,11 @@ from autotune.errors import WorkloadError
 from autotune.predict import public_profile
 from autotune.recommend import RecommendationDocument
 from autotune.service import WorkloadCatalog
-from autotune.store import Job
+from autotune.store import Database, Job
 from autotune.tuner import TuneOptions, create_job, remembered_answer
 
 from ..deps import CatalogDep, DatabaseDep, SessionDep, SettingsDep, WriteSessionDep
+from ..limits import SlidingWindowLimit
 from ..schemas import (
     ErrorPublic,
     JobCreate,
@@ -40,6 +41,9 @@ Limit = Annotated[int, Query(ge=1, le=100, description="Items per page.")]
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorPublic, "description": "No job has this id."},
 }
+
+#: Seconds a client is asked to wait when the queue is full: workers take jobs in about this.
+QUEUE_FULL_RETRY_AFTER_S = 60
 
 
 def job_public(
@@ -71,6 +75,62 @@ def _live(session: Session, settings: Settings) -> dict[str, int]:
     return service.live_device_classes(session, settings.heartbeat_timeout_s)
 
 
+def invalid_field(field: str, message: str, value: Any) -> RequestValidationError:
+    """A 422 about one field of the body, in the shape FastAPI gives its own."""
+    return RequestValidationError(
+        [{"type": "value_error", "loc": ("body", field), "msg": message, "input": value}]
+    )
+
+
+async def within_submission_rate(request: Request) -> None:
+    """Refuse a client's submission past ``submissions_per_minute`` (429 with ``Retry-After``)."""
+    rate: SlidingWindowLimit = request.app.state.submission_rate
+    wait_s = rate.admit(request.client.host if request.client else "")
+    if wait_s is not None:
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            f"this client made {rate.limit} submissions within a minute, the server's limit "
+            f"(AUTOTUNE_SUBMISSIONS_PER_MINUTE); retry in {wait_s} s",
+            headers={"Retry-After": str(wait_s)},
+        )
+
+
+def within_job_limits(body: JobCreate, settings: Settings) -> dict[str, Any]:
+    """The server's caps on a submission: its trial count and time budget, whose default is
+    filled in where the body names none, so that no job holds a worker unbounded."""
+    if body.n_trials > settings.max_trials:
+        raise invalid_field(
+            "n_trials",
+            f"n_trials {body.n_trials} is more than this server's maximum of "
+            f"{settings.max_trials}; ask for fewer trials",
+            body.n_trials,
+        )
+    if body.time_budget_s is None:
+        return {"time_budget_s": settings.default_time_budget_s}
+    if body.time_budget_s > settings.max_time_budget_s:
+        raise invalid_field(
+            "time_budget_s",
+            f"time_budget_s {body.time_budget_s:g} is more than this server's maximum of "
+            f"{settings.max_time_budget_s:g} s; ask for a shorter budget",
+            body.time_budget_s,
+        )
+    return {}
+
+
+def refuse_if_queue_full(database: Database, settings: Settings) -> None:
+    """429 while ``max_queued_jobs`` jobs wait: the queued ones are kept, none is dropped."""
+    with database.session() as session:
+        queued = service.count_queued(session)
+    if queued >= settings.max_queued_jobs:
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            f"the queue is full ({queued} jobs wait, the server's limit is "
+            f"{settings.max_queued_jobs}); retry in {QUEUE_FULL_RETRY_AFTER_S} s, once workers "
+            "have taken some",
+            headers={"Retry-After": str(QUEUE_FULL_RETRY_AFTER_S)},
+        )
+
+
 @router.post(
     "",
     status_code=status.HTTP_202_ACCEPTED,
@@ -83,7 +143,13 @@ def _live(session: Session, settings: Settings) -> dict[str, int]:
         },
         400: {"model": ErrorPublic, "description": "The body is not UTF-8 text."},
         413: {"model": ErrorPublic, "description": "The body is larger than the server allows."},
+        429: {
+            "model": ErrorPublic,
+            "description": "The queue is full, or this client submitted too often; the "
+            "``Retry-After`` header says when to try again.",
+        },
     },
+    dependencies=[Depends(within_submission_rate)],
 )
 def submit_job(
     body: JobCreate,
@@ -97,28 +163,25 @@ def submit_job(
     A succeeded job that answered the same question (the workload's source, the options that
     shape the answer, the device class and software) is answered instead, with status 200 and
     its ``Location``, unless the body says ``"fresh": true``. Without a ``device_class``, the
-    device is the one this server's host would run it on."""
+    device is the one this server's host would run it on. The server caps the trial count and
+    the time budget (filling in its default budget) and the number of queued jobs."""
     try:
         entry = catalog.resolve(body.workload)
     except WorkloadError as exc:
-        raise RequestValidationError(
-            [
-                {
-                    "type": "value_error",
-                    "loc": ("body", "workload"),
-                    "msg": str(exc),
-                    "input": body.workload,
-                }
-            ]
-        ) from None
+        raise invalid_field("workload", str(exc), body.workload) from None
     options = TuneOptions.model_validate(
-        {**body.model_dump(exclude={"fresh"}), "workload": entry.ref}
+        {
+            **body.model_dump(exclude={"fresh"}),
+            **within_job_limits(body, settings),
+            "workload": entry.ref,
+        }
     )
     earlier = None if body.fresh else remembered_answer(database, options)
     if earlier is not None:
         response.status_code = status.HTTP_200_OK
         job_id = earlier.id
     else:
+        refuse_if_queue_full(database, settings)
         job_id = create_job(database, options)
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     with database.session() as session:

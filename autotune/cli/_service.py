@@ -7,7 +7,7 @@ import json
 import logging
 import signal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -16,6 +16,10 @@ from autotune.service import ClaimPolicy, ServiceClient, Worker
 from autotune.service._client import DEFAULT_SERVER
 from autotune.space import parse_assignments
 from autotune.store import Database, open_database, resolve_url
+
+if TYPE_CHECKING:
+    import uvicorn
+    from autotune_api.settings import Settings
 
 console = Console(highlight=False)
 
@@ -77,7 +81,6 @@ def serve(
 ) -> None:
     """Serve the REST API (and one embedded worker) on HOST:PORT."""
     import uvicorn
-    from autotune_api.main import create_app
     from autotune_api.settings import load_settings
 
     settings = load_settings(
@@ -93,12 +96,22 @@ def serve(
     )
     _logging(log_level)
     open_database(settings.db).dispose()  # an old schema: one sentence here, not a traceback
-    uvicorn.run(
+    uvicorn.Server(uvicorn_config(settings, log_level)).run()
+
+
+def uvicorn_config(settings: Settings, log_level: str) -> uvicorn.Config:
+    """How ``serve`` runs the API: past ``limit_concurrency`` connections uvicorn answers 503
+    instead of queueing without end."""
+    import uvicorn
+    from autotune_api.main import create_app
+
+    return uvicorn.Config(
         create_app(settings),
         host=settings.host,
         port=settings.port,
         log_level=log_level.lower(),
         timeout_graceful_shutdown=30,
+        limit_concurrency=settings.limit_concurrency,
     )
 
 
@@ -112,14 +125,6 @@ def worker(
     poll_interval: Annotated[
         float, typer.Option(min=0.05, help="Seconds between looks at an empty queue.")
     ] = 1.0,
-    workloads_dir: Annotated[
-        Path | None,
-        typer.Option(
-            envvar="AUTOTUNE_WORKLOADS_DIR",
-            help="The server's directory of workload files; jobs naming a workload that is not "
-            "built in, installed or in it are failed unrun.",
-        ),
-    ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Claim and run queued jobs from the database, one trial at a time, until stopped.
@@ -133,7 +138,6 @@ def worker(
         heartbeat_interval_s=min(5.0, heartbeat_timeout / 3),
         poll_interval_s=poll_interval,
         device=device,
-        workloads_dir=workloads_dir.resolve() if workloads_dir is not None else None,
     )
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: runner.stop())

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, case, or_, select, update
+from sqlalchemy import and_, case, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from autotune.errors import JobNotFoundError, JobStateError
@@ -159,6 +159,11 @@ def request_cancel(session: Session, job_id: int) -> Job:
         _finish(job, "cancelled", database_now(session))
     session.flush()
     return job
+
+
+def count_queued(session: Session) -> int:
+    """How many jobs wait in the queue (status ``queued``): what a queue cap is checked against."""
+    return session.scalar(select(func.count()).select_from(Job).where(Job.status == "queued")) or 0
 
 
 def get_job(session: Session, job_id: int) -> Job:
