@@ -1,18 +1,18 @@
-"""FastAPI dependencies: settings, database session, workload catalog and the bearer token."""
+"""FastAPI dependencies: settings, database session, workload catalog and the caller."""
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from autotune.service import WorkloadCatalog
 from autotune.store import Database
 
+from .auth import Caller, authenticate
 from .settings import Settings
 
 
@@ -49,22 +49,19 @@ SessionDep = Annotated[Session, Depends(get_session)]
 WriteSessionDep = Annotated[Session, Depends(get_write_session)]
 CatalogDep = Annotated[WorkloadCatalog, Depends(get_catalog)]
 
-_bearer = HTTPBearer(auto_error=False, description="The server's AUTOTUNE_API_TOKEN.")
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="The server's AUTOTUNE_API_TOKEN, or a token of its AUTOTUNE_API_TOKENS_FILE.",
+)
 
 
 def require_token(
+    request: Request,
     settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
-    """Refuse the request unless it carries the server's token (when the server has one)."""
-    if settings.api_token is None:
-        return
-    expected = settings.api_token.get_secret_value().encode()
-    given = credentials.credentials.encode() if credentials is not None else b""
-    if not hmac.compare_digest(given, expected):
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED,
-            "missing or wrong bearer token; send the header Authorization: Bearer "
-            "<AUTOTUNE_API_TOKEN of the server>",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+) -> Caller:
+    """The caller; refused unless it carries a token of the server (when the server has any)."""
+    return authenticate(request, settings, credentials.credentials if credentials else None)
+
+
+CallerDep = Annotated[Caller, Depends(require_token)]

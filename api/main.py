@@ -150,7 +150,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["authorization", "content-type"],
         )
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.trusted_hosts())
-    if settings.api_token is None and not settings.insecure_allow_remote:
+    if not settings.has_tokens() and not settings.insecure_allow_remote:
         app.add_middleware(LoopbackClientsOnly)  # checked first
     app.add_middleware(SecurityHeaders)  # outermost: on every answer, refusals included
     return app

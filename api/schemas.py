@@ -112,6 +112,13 @@ class JobPublic(BaseModel):
     cancel_requested: bool
     error: str | None
     worker_id: str | None
+    submitted_by: str | None = Field(
+        default=None,
+        description=(
+            "The name of the API token that submitted the job (``local`` on a server without "
+            "tokens); it, or an admin, may cancel the job."
+        ),
+    )
     attempts: int
     device: dict[str, Any] | None
     device_class: str | None = Field(

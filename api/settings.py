@@ -6,13 +6,22 @@ import ipaddress
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from autotune.errors import ConfigError, first_validation_error
+from autotune.service import ApiToken, hash_token, read_tokens_file, token_weakness
 from autotune.store import resolve_url
 
-MIN_TOKEN_CHARS = 16
+#: The name the single ``AUTOTUNE_API_TOKEN`` (an admin token) goes by as a job's submitter.
+ADMIN_TOKEN_NAME = "admin"
 
 
 def is_loopback(host: str) -> bool:
@@ -39,6 +48,9 @@ class Settings(BaseSettings):
     db: str = Field(default_factory=lambda: resolve_url(None))
     #: With a token, every /v1 request needs ``Authorization: Bearer <token>``.
     api_token: SecretStr | None = None
+    #: A file of named tokens with roles, one ``NAME ROLE SHA256-HEX`` a line (``autotune token
+    #: new`` prints them); with it, too, every /v1 request needs a bearer token.
+    api_tokens_file: Path | None = None
     #: A directory of workload files (``NAME.py`` is submitted as ``NAME``).
     workloads_dir: Path | None = None
     host: str = "127.0.0.1"
@@ -75,11 +87,21 @@ class Settings(BaseSettings):
     #: Serve the interactive API docs at /docs and /redoc (their scripts come from a CDN).
     api_docs: bool = False
 
+    _tokens: list[ApiToken] = PrivateAttr(default_factory=list)
+
+    def has_tokens(self) -> bool:
+        """Whether requests need a bearer token (``api_token`` or ``api_tokens_file``)."""
+        return self.api_token is not None or self.api_tokens_file is not None
+
+    def tokens(self) -> list[ApiToken]:
+        """The tokens the server accepts: the tokens file's, and ``api_token`` as an admin's."""
+        return self._tokens
+
     def trusted_hosts(self) -> list[str]:
         """The ``Host`` names to answer (see ``allowed_hosts``)."""
         if self.allowed_hosts is not None:
             return self.allowed_hosts
-        if self.api_token is not None or self.insecure_allow_remote:
+        if self.has_tokens() or self.insecure_allow_remote:
             return ["*"]
         return sorted({"localhost", "127.0.0.1", "[::1]", self.host})
 
@@ -90,13 +112,14 @@ class Settings(BaseSettings):
 
     @field_validator("api_token")
     @classmethod
-    def _token_is_long(cls, value: SecretStr | None) -> SecretStr | None:
+    def _token_is_strong(cls, value: SecretStr | None) -> SecretStr | None:
         if value is None or not value.get_secret_value():
             return None
-        if len(value.get_secret_value()) < MIN_TOKEN_CHARS:
+        weakness = token_weakness(value.get_secret_value())
+        if weakness is not None:
             raise ValueError(
-                f"AUTOTUNE_API_TOKEN is shorter than {MIN_TOKEN_CHARS} characters; use a "
-                "random one, e.g. from `python -c 'import secrets; print(secrets.token_urlsafe())'`"
+                f"AUTOTUNE_API_TOKEN {weakness}; use a random one, e.g. from "
+                "`python -c 'import secrets; print(secrets.token_urlsafe())'`"
             )
         return value
 
@@ -112,7 +135,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _safe(self) -> Settings:
-        if not is_loopback(self.host) and self.api_token is None and not self.insecure_allow_remote:
+        if not is_loopback(self.host) and not self.has_tokens() and not self.insecure_allow_remote:
             raise ValueError(
                 f"refusing to serve on {self.host} without AUTOTUNE_API_TOKEN, since anyone who "
                 "reaches it could run jobs; set AUTOTUNE_API_TOKEN or pass --insecure-allow-remote"
@@ -128,7 +151,25 @@ class Settings(BaseSettings):
                 f"maximum ({self.max_time_budget_s:g} s); lower AUTOTUNE_DEFAULT_TIME_BUDGET_S "
                 "or raise AUTOTUNE_MAX_TIME_BUDGET_S"
             )
+        self._tokens = self._read_tokens()
         return self
+
+    def _read_tokens(self) -> list[ApiToken]:
+        tokens = read_tokens_file(self.api_tokens_file) if self.api_tokens_file else []
+        if self.api_tokens_file and not tokens:
+            raise ValueError(
+                f"the tokens file {str(self.api_tokens_file)!r} holds no token; add a line "
+                "printed by `autotune token new NAME --role ROLE`"
+            )
+        if self.api_token is None:
+            return tokens
+        if any(token.name == ADMIN_TOKEN_NAME for token in tokens):
+            raise ValueError(
+                f"the tokens file names a token {ADMIN_TOKEN_NAME!r}, the name AUTOTUNE_API_TOKEN "
+                "goes by; rename that token"
+            )
+        admin = ApiToken(ADMIN_TOKEN_NAME, "admin", hash_token(self.api_token.get_secret_value()))
+        return [*tokens, admin]
 
 
 def load_settings(**overrides: Any) -> Settings:

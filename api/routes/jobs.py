@@ -17,7 +17,8 @@ from autotune.service import WorkloadCatalog
 from autotune.store import Database, Job
 from autotune.tuner import TuneOptions, create_job, remembered_answer
 
-from ..deps import CatalogDep, DatabaseDep, SessionDep, SettingsDep, WriteSessionDep
+from ..auth import require_may_cancel, require_role
+from ..deps import CallerDep, CatalogDep, DatabaseDep, SessionDep, SettingsDep, WriteSessionDep
 from ..limits import SlidingWindowLimit
 from ..schemas import (
     ErrorPublic,
@@ -40,6 +41,12 @@ Limit = Annotated[int, Query(ge=1, le=100, description="Items per page.")]
 
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorPublic, "description": "No job has this id."},
+}
+FORBIDDEN: dict[int | str, dict[str, Any]] = {
+    403: {
+        "model": ErrorPublic,
+        "description": "The token's role does not allow it, or another site's page sent it.",
+    },
 }
 
 #: Seconds a client is asked to wait when the queue is full: workers take jobs in about this.
@@ -143,6 +150,7 @@ def refuse_if_queue_full(database: Database, settings: Settings) -> None:
         },
         400: {"model": ErrorPublic, "description": "The body is not UTF-8 text."},
         413: {"model": ErrorPublic, "description": "The body is larger than the server allows."},
+        **FORBIDDEN,
         429: {
             "model": ErrorPublic,
             "description": "The queue is full, or this client submitted too often; the "
@@ -157,6 +165,7 @@ def submit_job(
     database: DatabaseDep,
     catalog: CatalogDep,
     settings: SettingsDep,
+    caller: CallerDep,
 ) -> JobDetailPublic:
     """Queue a tuning job; a worker picks it up. Poll the ``Location`` for its progress.
 
@@ -165,6 +174,7 @@ def submit_job(
     its ``Location``, unless the body says ``"fresh": true``. Without a ``device_class``, the
     device is the one this server's host would run it on. The server caps the trial count and
     the time budget (filling in its default budget) and the number of queued jobs."""
+    require_role(caller, "submit", "submit jobs")
     try:
         entry = catalog.resolve(body.workload)
     except WorkloadError as exc:
@@ -182,7 +192,7 @@ def submit_job(
         job_id = earlier.id
     else:
         refuse_if_queue_full(database, settings)
-        job_id = create_job(database, options)
+        job_id = create_job(database, options, submitted_by=caller.name)
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     with database.session() as session:
         job = service.get_job(session, job_id)
@@ -256,13 +266,20 @@ def read_recommendation(job_id: JobId, session: SessionDep) -> JSONResponse:
     response_model=JobDetailPublic,
     responses={
         **NOT_FOUND,
+        **FORBIDDEN,
         409: {"model": ErrorPublic, "description": "The job already succeeded or failed."},
     },
 )
 def cancel_job(
-    job_id: JobId, session: WriteSessionDep, catalog: CatalogDep, settings: SettingsDep
+    job_id: JobId,
+    session: WriteSessionDep,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+    caller: CallerDep,
 ) -> JobDetailPublic:
-    """Cancel a job: a queued one at once; a running one stops its trial within seconds."""
+    """Cancel a job: a queued one at once; a running one stops its trial within seconds. Only
+    its submitter or an admin may."""
+    require_may_cancel(caller, service.get_job(session, job_id))
     job = service.request_cancel(session, job_id)
     return job_detail(
         job, service.progress(session, [job])[job_id], catalog, _live(session, settings)

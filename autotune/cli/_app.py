@@ -19,6 +19,7 @@ from autotune.cli._report import register as register_report_command
 from autotune.cli._report import report_hint
 from autotune.cli._schema import register as register_schema_command
 from autotune.cli._service import register as register_service_commands
+from autotune.cli._token import register as register_token_command
 from autotune.errors import ConfigError, first_validation_error
 from autotune.measure import MeasurePlan
 from autotune.space import check_knob_settings, parse_assignments
@@ -483,3 +484,4 @@ def workloads() -> None:
 register_service_commands(app)
 register_report_command(app)
 register_schema_command(app)
+register_token_command(app)

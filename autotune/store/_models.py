@@ -94,6 +94,9 @@ class Job(Base):
     answer_key: Mapped[str | None] = mapped_column(String(64), index=True)
     error: Mapped[str | None] = mapped_column(Text)
     worker_id: Mapped[str | None] = mapped_column(String(256))
+    #: The name of the API token that submitted the job (``local`` without tokens; null when
+    #: the CLI created it): it, or an admin, may cancel the job.
+    submitted_by: Mapped[str | None] = mapped_column(String(64))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

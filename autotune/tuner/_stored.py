@@ -32,8 +32,10 @@ from autotune.tuner._options import TuneOptions
 from autotune.tuner._record import trial_row
 
 
-def create_job(db: Database, options: TuneOptions, status: str = "queued") -> int:
-    """Store a new job and return its id.
+def create_job(
+    db: Database, options: TuneOptions, status: str = "queued", submitted_by: str | None = None
+) -> int:
+    """Store a new job and return its id; ``submitted_by`` names the API token that sent it.
 
     A job the caller runs itself (the CLI) is created ``running``, so that no worker sharing
     the database claims it first.
@@ -44,6 +46,7 @@ def create_job(db: Database, options: TuneOptions, status: str = "queued") -> in
             options=options.model_dump(),
             status=status,
             device_class=options.device_class,
+            submitted_by=submitted_by,
         )
         session.add(job)
         session.flush()
