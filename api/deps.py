@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from autotune.service import WorkloadCatalog
 from autotune.store import Database
 
-from .auth import Caller, authenticate
+from .auth import Caller, authenticate, require_role
 from .settings import Settings
 
 
@@ -65,3 +65,12 @@ def require_token(
 
 
 CallerDep = Annotated[Caller, Depends(require_token)]
+
+
+def require_submitter(caller: CallerDep) -> Caller:
+    """The caller, refused (403) unless its role may submit jobs."""
+    require_role(caller, "submit", "submit jobs")
+    return caller
+
+
+SubmitterDep = Annotated[Caller, Depends(require_submitter)]

@@ -82,6 +82,8 @@ def cancel(service: Service, token: str, job_id: int) -> httpx.Response:
 def test_a_read_token_reads_but_cannot_submit(guarded: Service) -> None:
     with guarded.client(READER) as client:
         assert client.get("/v1/jobs").status_code == 200
+        # refused before its body is read, whatever the body holds
+        assert client.post("/v1/jobs", json={"workload": "nope", "n_trials": -1}).status_code == 403
     response = submit(guarded, READER)
     assert response.status_code == 403
     assert response.json()["detail"] == (

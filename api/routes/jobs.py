@@ -17,8 +17,17 @@ from autotune.service import WorkloadCatalog
 from autotune.store import Database, Job
 from autotune.tuner import TuneOptions, create_job, remembered_answer
 
-from ..auth import require_may_cancel, require_role
-from ..deps import CallerDep, CatalogDep, DatabaseDep, SessionDep, SettingsDep, WriteSessionDep
+from ..auth import require_may_cancel
+from ..deps import (
+    CallerDep,
+    CatalogDep,
+    DatabaseDep,
+    SessionDep,
+    SettingsDep,
+    SubmitterDep,
+    WriteSessionDep,
+    require_submitter,
+)
 from ..limits import SlidingWindowLimit
 from ..schemas import (
     ErrorPublic,
@@ -157,7 +166,7 @@ def refuse_if_queue_full(database: Database, settings: Settings) -> None:
             "``Retry-After`` header says when to try again.",
         },
     },
-    dependencies=[Depends(within_submission_rate)],
+    dependencies=[Depends(require_submitter), Depends(within_submission_rate)],
 )
 def submit_job(
     body: JobCreate,
@@ -165,7 +174,7 @@ def submit_job(
     database: DatabaseDep,
     catalog: CatalogDep,
     settings: SettingsDep,
-    caller: CallerDep,
+    caller: SubmitterDep,
 ) -> JobDetailPublic:
     """Queue a tuning job; a worker picks it up. Poll the ``Location`` for its progress.
 
@@ -174,7 +183,6 @@ def submit_job(
     its ``Location``, unless the body says ``"fresh": true``. Without a ``device_class``, the
     device is the one this server's host would run it on. The server caps the trial count and
     the time budget (filling in its default budget) and the number of queued jobs."""
-    require_role(caller, "submit", "submit jobs")
     try:
         entry = catalog.resolve(body.workload)
     except WorkloadError as exc:
