@@ -7,6 +7,7 @@ from autotune.space._space import (
     SearchSpace,
     check_knob_settings,
     coerce_knob_value,
+    has_control_character,
     parse_assignments,
 )
 
@@ -25,5 +26,6 @@ __all__ = [
     "compile_modes",
     "coerce_knob_value",
     "default_max_workers",
+    "has_control_character",
     "parse_assignments",
 ]

@@ -12,6 +12,11 @@ CompileMode = Literal["off", "default", "max-autotune"]
 
 #: More DataLoader processes than this is a mistake, never a speed-up.
 MAX_WORKERS = 256
+#: The largest batch a configuration may hold: far beyond any device's memory for a real
+#: model, and small enough that the samples of a run stay exact integers everywhere.
+MAX_BATCH_SIZE = 2**20
+#: More operator threads than this is a typo: no host has that many cores.
+MAX_INTRA_OP_THREADS = 4096
 #: What ``DataLoader`` uses when ``prefetch_factor`` is left unset and there are workers.
 TORCH_DEFAULT_PREFETCH_FACTOR = 2
 
@@ -58,6 +63,10 @@ class Config(BaseModel):
         # searched grid is restricted to multiples of 8.
         if value < 1:
             raise ValueError(f"batch_size {value} is not positive; use 1 or more")
+        if value > MAX_BATCH_SIZE:
+            raise ValueError(
+                f"batch_size {value} is more than {MAX_BATCH_SIZE} (2**20); use a smaller batch"
+            )
         return value
 
     @field_validator("num_workers")
@@ -83,6 +92,11 @@ class Config(BaseModel):
             raise ValueError(
                 f"intra_op_threads {value} is not positive; use 1 or more, or "
                 "null for PyTorch's default"
+            )
+        if value is not None and value > MAX_INTRA_OP_THREADS:
+            raise ValueError(
+                f"intra_op_threads {value} is more than {MAX_INTRA_OP_THREADS}; use at most "
+                "the host's cores, or null for PyTorch's default"
             )
         return value
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import math
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +25,10 @@ from autotune.space._knobs import (
 _TRUE_WORDS = {"true", "yes", "on", "1"}
 _FALSE_WORDS = {"false", "no", "off", "0"}
 _NULL_WORDS = {"null", "none", "default"}
+#: The longest knob value written as text: a word, a number, or a range such as "8..256".
+MAX_KNOB_TEXT = 256
+#: The longest quote of a sent value in an error message.
+_SHOWN_CHARS = 40
 #: A batch size is searched only if an epoch holds at least this many batches of it. Seeing an
 #: epoch boundary no longer needs it (the measurement starts one and amortises its cost); it
 #: stays because warm-up leaves out each epoch's first quarter, and a user with so small a
@@ -44,18 +50,79 @@ def parse_assignments(items: Iterable[str], option: str) -> dict[str, str]:
     return result
 
 
+def has_control_character(text: str) -> bool:
+    """Whether ``text`` holds a control character (a NUL byte, a newline, an escape) or half
+    of a surrogate pair: no name, path or value autotune takes needs one, and a database may
+    refuse to store them."""
+    return any(unicodedata.category(char) in ("Cc", "Cs") for char in text)
+
+
+def _shown(raw: Any) -> str:
+    """``raw`` as an error quotes it: short whatever was sent (a list or an object is named,
+    a long value cut), so that a message stays one readable sentence."""
+    if isinstance(raw, Mapping | list | tuple):
+        return "an object" if isinstance(raw, Mapping) else "a list"
+    if isinstance(raw, int) and raw.bit_length() > 64:
+        return f"a number of about {int(raw.bit_length() * math.log10(2)) + 1} digits"
+    text = repr(raw)
+    return text if len(text) <= _SHOWN_CHARS else f"{text[:_SHOWN_CHARS]}... ({len(text)} chars)"
+
+
 def _check_knob_name(name: str, option: str) -> None:
     if name not in KNOBS:
         known = ", ".join(KNOBS)
-        raise ConfigError(f"{option}: unknown knob {name!r}; known knobs are: {known}")
+        raise ConfigError(f"{option}: unknown knob {_shown(name)}; known knobs are: {known}")
+
+
+def _check_text(name: str, raw: str, option: str) -> None:
+    """A knob's value written as text: a short word or number without control characters."""
+    if len(raw) > MAX_KNOB_TEXT:
+        raise ConfigError(
+            f"{option} {name}: a value of {len(raw)} characters is too long; knob values are "
+            f"words or numbers of at most {MAX_KNOB_TEXT} characters"
+        )
+    if has_control_character(raw):
+        raise ConfigError(
+            f"{option} {name}={_shown(raw)} holds a control character; write the value as "
+            "plain text"
+        )
+
+
+def _is_null(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value in _NULL_WORDS)
+
+
+def _whole_number(value: Any) -> int | None:
+    """``value`` as an integer if it is a whole number (an int, a finite integral float, or
+    such digits as text), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) and value.is_integer() else None
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _is_sane_int(value: Any) -> bool:
+    """An int (not a flag) of at most 64 bits: larger ones are no knob's value, and only
+    waste time in printing and comparing."""
+    return isinstance(value, int) and not isinstance(value, bool) and value.bit_length() <= 64
 
 
 def coerce_knob_value(name: str, raw: Any, option: str = "--fix") -> Any:
     """Turn a CLI string or JSON value into a valid value of knob ``name``."""
     _check_knob_name(name, option)
     knob = KNOBS[name]
+    if isinstance(raw, str):
+        _check_text(name, raw, option)
     value = raw.strip().lower() if isinstance(raw, str) else raw
-    if name == "tf32" and (value is None or value in _NULL_WORDS):
+    if name == "tf32" and _is_null(value):
         return None
     if knob.is_flag:
         if isinstance(value, bool):
@@ -63,24 +130,28 @@ def coerce_knob_value(name: str, raw: Any, option: str = "--fix") -> Any:
         if isinstance(value, str) and value in _TRUE_WORDS | _FALSE_WORDS:
             return value in _TRUE_WORDS
         extra = ", or null for PyTorch's default" if name == "tf32" else ""
-        raise ConfigError(f"{option} {name}={raw!r}: {name} takes true or false{extra}")
+        raise ConfigError(f"{option} {name}={_shown(raw)}: {name} takes true or false{extra}")
     if all(isinstance(v, str) for v in knob.values):  # amp, compile
         if value in knob.values:
             return value
-        raise ConfigError(f"{option} {name}={raw!r}: {name} takes one of {', '.join(knob.values)}")
-    if name in ("prefetch_factor", "intra_op_threads") and (value is None or value in _NULL_WORDS):
+        raise ConfigError(
+            f"{option} {name}={_shown(raw)}: {name} takes one of {', '.join(knob.values)}"
+        )
+    if name in ("prefetch_factor", "intra_op_threads") and _is_null(value):
         return None
-    try:
-        number = int(value)
-        if isinstance(value, bool) or number != float(value):
-            raise ValueError
-    except (TypeError, ValueError):
-        raise ConfigError(f"{option} {name}={raw!r}: {name} takes a whole number") from None
+    number = _whole_number(value)
+    if number is None:
+        raise ConfigError(f"{option} {name}={_shown(raw)}: {name} takes a whole number")
+    if not _is_sane_int(number):
+        raise ConfigError(
+            f"{option} {name}={_shown(raw)}: far out of range for {name}; use a whole number "
+            "such as 64"
+        )
     try:
         Config.model_validate({name: number})
     except ValidationError as exc:
         _, message = first_validation_error(exc)
-        raise ConfigError(f"{option} {name}={raw!r}: {message}") from None
+        raise ConfigError(f"{option} {name}={_shown(raw)}: {message}") from None
     return number
 
 
@@ -110,8 +181,14 @@ def _parse_range(name: str, raw: Any) -> tuple[Any, ...] | _Interval:
     if isinstance(raw, Mapping):
         unknown = set(raw) - {"min", "max"}
         if unknown:
-            raise ConfigError(f"range of {name}: unknown keys {sorted(unknown)}; use min and max")
-        raw = f"{raw.get('min', '')}..{raw.get('max', '')}"
+            keys = ", ".join(_shown(key) for key in sorted(unknown)[:3])
+            raise ConfigError(f"range of {name}: unknown keys {keys}; use min and max")
+        ends = [raw.get(end, "") for end in ("min", "max")]
+        if not all(isinstance(end, str) or _is_sane_int(end) for end in ends):
+            raise ConfigError(f"range of {name}: min and max take whole numbers, e.g. 8 and 256")
+        raw = f"{ends[0]}..{ends[1]}"
+    if isinstance(raw, str):
+        _check_text(name, raw, option)
     if isinstance(raw, str) and ".." in raw:
         if name not in _NUMERIC_KNOBS:
             raise ConfigError(
@@ -136,7 +213,7 @@ def _grid_value(name: str, raw: Any, option: str) -> Any:
     if name == "batch_size" and value % 8:
         below = max(8, value // 8 * 8)
         raise ConfigError(
-            f"{option} batch_size={raw!r}: {value} is not a multiple of 8, "
+            f"{option} batch_size={_shown(raw)}: {value} is not a multiple of 8, "
             f"which every searched batch size is; use {below} or {below + 8}"
         )
     return value

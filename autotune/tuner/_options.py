@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
@@ -9,9 +10,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from autotune.errors import ConfigError
 from autotune.measure import MeasurePlan
-from autotune.space import Config
+from autotune.space import (
+    Config,
+    check_knob_settings,
+    coerce_knob_value,
+    has_control_character,
+)
 
-_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b|%)?\s*$", re.IGNORECASE)
+#: A size once stripped: a number, then a unit. Matched only against short text and without
+#: nested or adjacent repetition, so the work is linear in the text.
+_SIZE = re.compile(r"(\d{1,20}(?:\.\d{1,20})?) {0,4}([kmgt]i?b?|b|%)?", re.IGNORECASE | re.ASCII)
+#: The longest size written as text ("512 MiB", "80%", a byte count): longer is refused unread.
+_MAX_SIZE_TEXT = 48
+#: The largest memory budget, 1 PiB: beyond any one device's memory.
+MAX_MEMORY_BYTES = 2**50
 _UNITS = {
     "": 1,
     "b": 1,
@@ -57,23 +69,44 @@ DEFAULT_PATIENCE = 6
 
 
 def parse_memory(value: str | int, device_total_bytes: int) -> int:
-    """Bytes from ``"8GB"``, ``"512MiB"``, ``"80%"`` (of the device) or a plain byte count."""
+    """Bytes from ``"8GB"``, ``"512MiB"``, ``"80%"`` (of the device) or a plain byte count.
+
+    At most :data:`MAX_MEMORY_BYTES`. Text is stripped and refused past a few dozen
+    characters before it is matched, so a hostile value costs no more than a short one.
+    """
     if isinstance(value, int) and not isinstance(value, bool):
-        if value <= 0:
-            raise ConfigError(f"--max-memory {value} must be positive; e.g. 8GB or 80%")
-        return value
-    match = _MEMORY.match(str(value))
+        return _memory_in_range(value, value)
+    text = str(value).strip()
+    match = _SIZE.fullmatch(text) if len(text) <= _MAX_SIZE_TEXT else None
     if match is None:
-        raise ConfigError(f"--max-memory {value!r} is not a size; write bytes, 8GB, 512MiB or 80%")
+        raise ConfigError(
+            f"--max-memory {_quoted(value)} is not a size; write bytes, 8GB, 512MiB or 80%"
+        )
     number, unit = float(match.group(1)), (match.group(2) or "").lower()
     if unit == "%":
         if not 0 < number <= 100:
             raise ConfigError(f"--max-memory {value!r}: a percentage must be in (0, 100]")
         return int(device_total_bytes * number / 100)
-    size = int(number * _UNITS[unit])
+    return _memory_in_range(int(number * _UNITS[unit]), value)
+
+
+def _memory_in_range(size: int, value: str | int) -> int:
     if size <= 0:
-        raise ConfigError(f"--max-memory {value!r} must be positive; e.g. 8GB or 80%")
+        raise ConfigError(f"--max-memory {_quoted(value)} must be positive; e.g. 8GB or 80%")
+    if size > MAX_MEMORY_BYTES:
+        raise ConfigError(
+            f"--max-memory {_quoted(value)} is more than 1 PiB (2**50 bytes); give one "
+            "device's budget, e.g. 8GB or 80%"
+        )
     return size
+
+
+def _quoted(value: str | int) -> str:
+    """``value`` as a memory error names it: as written, unless it is too long to read."""
+    if isinstance(value, int):
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        return str(value) if digits <= 24 else f"of about {digits} digits"
+    return repr(value) if len(value) <= _MAX_SIZE_TEXT else f"of {len(value)} characters"
 
 
 def format_mib(size: int) -> str:
@@ -179,6 +212,51 @@ class TuneOptions(BaseModel):
             return None
         return parse_memory(self.max_memory, device_memory_bytes)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _finite_and_plain(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(
+                f"{info.field_name} is {value}, not a finite number; give a plain number"
+            )
+        if isinstance(value, str) and has_control_character(value):
+            raise ValueError(
+                f"{info.field_name} holds a control character (a NUL byte, a newline, an "
+                "escape); write it as plain text"
+            )
+        return value
+
+    @field_validator("fixed", "baseline")
+    @classmethod
+    def _knob_values(cls, values: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        try:
+            for name, value in values.items():
+                coerce_knob_value(name, value, str(info.field_name))
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return values
+
+    @field_validator("ranges")
+    @classmethod
+    def _knob_ranges(cls, ranges: dict[str, Any]) -> dict[str, Any]:
+        try:
+            check_knob_settings({}, ranges, {})
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return ranges
+
+    @field_validator("max_memory", mode="before")
+    @classmethod
+    def _memory_is_text_or_bytes(cls, value: Any) -> Any:
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError(
+                    f"max_memory {value:g} is not a whole number of bytes; write bytes, 8GB, "
+                    "512MiB or 80%"
+                )
+            return int(value)
+        return value
+
     @field_validator("max_memory")
     @classmethod
     def _memory_parses(cls, value: str | int | None) -> str | int | None:
@@ -186,7 +264,7 @@ class TuneOptions(BaseModel):
             try:
                 parse_memory(value, 1)
             except ConfigError as exc:
-                raise ValueError(str(exc).removeprefix("--max-memory ")) from None
+                raise ValueError(str(exc).replace("--max-memory ", "max_memory ", 1)) from None
         return value
 
     @field_validator("confirm_seconds")
