@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -24,6 +26,24 @@ CONTENT_SECURITY_POLICY = "; ".join(
     ]
 )
 
+#: The policy of the API docs pages, served only where ``AUTOTUNE_API_DOCS`` turns them on:
+#: FastAPI's pages load Swagger UI and ReDoc from a CDN and start them with an inline script,
+#: so they need both; ReDoc also starts a worker from a ``blob:`` URL.
+DOCS_CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net",
+        "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net https://fonts.googleapis.com",
+        "font-src https://fonts.gstatic.com",
+        "img-src 'self' data: https://fastapi.tiangolo.com https://cdn.redoc.ly",
+        "worker-src blob:",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "frame-ancestors 'none'",
+    ]
+)
+
 SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
@@ -36,21 +56,26 @@ class SecurityHeaders:
     """Add :data:`SECURITY_HEADERS` to every HTTP response, errors and refusals included.
 
     Installed outermost, so that the answers of the other limits carry them too; a header an
-    endpoint set itself is kept.
+    endpoint set itself is kept. The ``docs_paths`` get :data:`DOCS_CONTENT_SECURITY_POLICY`.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, docs_paths: Collection[str] = ()) -> None:
         self.app = app
+        self.docs_paths = frozenset(docs_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
 
+        policy = DOCS_CONTENT_SECURITY_POLICY if scope["path"] in self.docs_paths else None
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message.setdefault("headers", [])
                 headers = MutableHeaders(scope=message)
+                if policy is not None:
+                    headers.setdefault("Content-Security-Policy", policy)
                 for name, value in SECURITY_HEADERS.items():
                     headers.setdefault(name, value)
             await send(message)

@@ -152,5 +152,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.trusted_hosts())
     if not settings.has_tokens() and not settings.insecure_allow_remote:
         app.add_middleware(LoopbackClientsOnly)  # checked first
-    app.add_middleware(SecurityHeaders)  # outermost: on every answer, refusals included
+    # Outermost: on every answer, refusals included.
+    app.add_middleware(SecurityHeaders, docs_paths=[p for p in (app.docs_url, app.redoc_url) if p])
     return app

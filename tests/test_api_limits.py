@@ -11,7 +11,7 @@ from typing import Any
 import conftest_browser
 import httpx
 import pytest
-from autotune_api.headers import SECURITY_HEADERS
+from autotune_api.headers import CONTENT_SECURITY_POLICY, SECURITY_HEADERS
 from autotune_api.limits import SlidingWindowLimit
 from autotune_api.settings import load_settings
 from conftest_browser import wait_ready
@@ -153,8 +153,12 @@ def test_submissions_past_the_per_client_rate_answer_429_and_docs_can_be_turned_
             assert 1 <= int(refused.headers["Retry-After"]) <= 60
             assert "AUTOTUNE_SUBMISSIONS_PER_MINUTE" in refused.json()["detail"]
             assert http.get("/v1/jobs").json()["count"] == 2
-            assert http.get("/docs").status_code == 200
-            assert http.get("/redoc").status_code == 200
+            for path in ("/docs", "/redoc"):
+                page = http.get(path)
+                assert page.status_code == 200
+                # The pages' CDN scripts are allowed on them, and only on them.
+                assert "cdn.jsdelivr.net" in page.headers["Content-Security-Policy"]
+            assert http.get("/").headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
     finally:
         running.stop()
 
