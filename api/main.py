@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request, status
+from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.middleware.trustedhost import TrustedHostMiddleware
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import (
+    DataError,
+    DisconnectionError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from autotune import __version__
@@ -63,7 +75,68 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"detail": detail}, exc.status_code, headers=exc.headers)
 
 
+#: How much of a sent value a 422 echoes: strings cut to this many characters, nesting elided
+#: below this depth.
+_ECHO_CHARS, _ECHO_DEPTH = 200, 4
+
+
+def _echoable(value: Any, depth: int = 0) -> Any:
+    """``value`` as a 422 may echo it: strict JSON can carry it (NaN and Infinity become
+    text) and it stays small (long text cut, deep nesting elided)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return "(a number too large to echo)"
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if depth >= _ECHO_DEPTH and isinstance(value, dict | list | tuple):
+        return "..."
+    if isinstance(value, dict):
+        return {_echoable(str(key)): _echoable(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_echoable(item, depth + 1) for item in value]
+    text = _utf8(str(value))
+    return text if len(text) <= _ECHO_CHARS else f"{text[:_ECHO_CHARS]}..."
+
+
+def _utf8(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (half a surrogate pair, sent as JSON's
+    ``\\ud800``) replaced."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's 422 body, each error's sent value and context made safe to echo."""
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {
+            **error,
+            "msg": _utf8(str(error.get("msg", ""))),
+            "loc": [_echoable(part) for part in error.get("loc", ())],
+            **{key: _echoable(error[key]) for key in ("input", "ctx") if key in error},
+        }
+        for error in exc.errors()
+    ]
+    return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+
+
 async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    """A value the database refuses is the request's fault (422); only a database out of
+    reach is 503, and anything else is a fault of the server's own (500)."""
+    if isinstance(exc, DataError | IntegrityError):
+        log.info("database refused %s %s: %s", request.method, request.url.path, exc)
+        return _error(
+            422,
+            "the database refused a value of this request (text or a number it cannot "
+            "store, or one that conflicts with what it holds); correct it and send it again",
+        )
+    lost = (OperationalError, InterfaceError, DisconnectionError, PoolTimeoutError)
+    if not isinstance(exc, lost):
+        log.error("database error on %s %s", request.method, request.url.path, exc_info=exc)
+        return _error(
+            status.HTTP_500_INTERNAL_SERVER_ERROR,
+            "the server's database query failed; its log holds the details, please report it",
+        )
     log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
     return _error(
         status.HTTP_503_SERVICE_UNAVAILABLE,
@@ -91,6 +164,7 @@ def _start_worker(app: FastAPI, settings: Settings) -> bool:
         ClaimPolicy(settings.heartbeat_timeout_s, settings.max_attempts),
         heartbeat_interval_s=settings.heartbeat_interval_s,
         device=settings.device,
+        workloads_dir=settings.workloads_dir,
     )
     thread = threading.Thread(target=worker.run, name="embedded-worker", daemon=True)
     thread.start()
@@ -140,6 +214,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(dashboard.router)
     app.add_exception_handler(AutotuneError, _autotune_error)
     app.add_exception_handler(SQLAlchemyError, _database_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     if settings.cors_origins:

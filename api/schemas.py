@@ -6,10 +6,8 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from autotune.errors import ConfigError
-from autotune.space import check_knob_settings, coerce_knob_value
 from autotune.store import TrialRecord
 from autotune.tuner import TuneOptions
 
@@ -61,25 +59,6 @@ class JobCreate(TuneOptions):
         if not _DEVICE.match(value):
             raise ValueError(f"device {value!r} is not a device; use auto, cpu or cuda:N")
         return value
-
-    @field_validator("fixed", "baseline")
-    @classmethod
-    def _knob_values(cls, values: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        try:
-            for name, value in values.items():
-                coerce_knob_value(name, value, str(info.field_name))
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-        return values
-
-    @field_validator("ranges")
-    @classmethod
-    def _knob_ranges(cls, ranges: dict[str, Any]) -> dict[str, Any]:
-        try:
-            check_knob_settings({}, ranges, {})
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-        return ranges
 
 
 class BestTrialPublic(BaseModel):
