@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -185,13 +184,7 @@ _SUBMISSIONS = st.one_of(
 )
 
 
-@settings(
-    max_examples=200,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(body=_SUBMISSIONS)
-def test_no_submission_answers_5xx(service: Service, body: Any) -> None:
+def answers_without_5xx(service: Service, body: Any) -> None:
     with service.client() as http:
         response = post(http, body)
         assert response.status_code < 500, (body, response.text[:500])
@@ -199,6 +192,19 @@ def test_no_submission_answers_5xx(service: Service, body: Any) -> None:
             assert sentence(response)
         else:
             assert response.json()["status"] == "queued", "no worker runs here"
+
+
+_PROPERTY = settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@_PROPERTY
+@given(body=_SUBMISSIONS)
+def test_no_submission_answers_5xx(service: Service, body: Any) -> None:
+    answers_without_5xx(service, body)
 
 
 def test_accepted_jobs_only_wait_in_the_queue(http: httpx.Client) -> None:
@@ -212,20 +218,32 @@ def test_accepted_jobs_only_wait_in_the_queue(http: httpx.Client) -> None:
 # -- PostgreSQL: refused before the database is asked, never a 503 -------------------------------
 
 
-@pytest.mark.postgres
-def test_bad_text_and_numbers_are_422_on_postgresql(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def postgres_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     for db_url in postgres_schema_url():
-        running = start_service(tmp_path, env=UNLIMITED, db_url=db_url)
-        try:
-            with running.client() as http:
-                for body, message in REFUSED:
-                    response = post_raw(http, body)
-                    assert response.status_code == 422, (body[:80], response.text[:300])
-                    assert message in sentence(response)
-                accepted = post(http, {"workload": "tiny", "device_class": "cpu: ä ü, 4 cores"})
-                assert accepted.status_code == 202, accepted.text
-        finally:
-            running.stop()
+        running = start_service(
+            tmp_path_factory.mktemp("api-input-pg"), env=UNLIMITED, db_url=db_url
+        )
+        yield running
+        running.stop()
+
+
+@pytest.mark.postgres
+def test_bad_text_and_numbers_are_422_on_postgresql(postgres_service: Service) -> None:
+    with postgres_service.client() as http:
+        for body, message in REFUSED:
+            response = post_raw(http, body)
+            assert response.status_code == 422, (body[:80], response.text[:300])
+            assert message in sentence(response)
+        accepted = post(http, {"workload": "tiny", "device_class": "cpu: ä ü, 4 cores"})
+        assert accepted.status_code == 202, accepted.text
+
+
+@pytest.mark.postgres
+@_PROPERTY
+@given(body=_SUBMISSIONS)
+def test_no_submission_answers_5xx_on_postgresql(postgres_service: Service, body: Any) -> None:
+    answers_without_5xx(postgres_service, body)
 
 
 @pytest.mark.parametrize(
