@@ -270,6 +270,8 @@ def test_a_database_restart_mid_job_requeues_it_and_the_worker_reconnects(
                 str(HEARTBEAT_TIMEOUT_S),
                 "--poll-interval",
                 "0.2",
+                "--workloads-dir",
+                str(service.directory / "workloads"),
             ],
             tmp_path / "worker-through-proxy.log",
         )
