@@ -125,6 +125,14 @@ def worker(
     poll_interval: Annotated[
         float, typer.Option(min=0.05, help="Seconds between looks at an empty queue.")
     ] = 1.0,
+    workloads_dir: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="AUTOTUNE_WORKLOADS_DIR",
+            help="The server's directory of workload files; jobs naming a workload that is not "
+            "built in, installed or in it are failed unrun.",
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Claim and run queued jobs from the database, one trial at a time, until stopped.
@@ -138,6 +146,7 @@ def worker(
         heartbeat_interval_s=min(5.0, heartbeat_timeout / 3),
         poll_interval_s=poll_interval,
         device=device,
+        workloads_dir=workloads_dir.resolve() if workloads_dir is not None else None,
     )
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: runner.stop())
