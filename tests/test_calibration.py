@@ -5,24 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+# The devices and the workload the predictor's own tests use.
+from test_predict import CPU, GPU, TOKENS
+
 from autotune.predict import LoaderPoint, Profile, StepPoint
-from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo
+from autotune.space import Config, DeviceInfo, SearchSpace
 from autotune.tuner._calibration import ScaleClass, covered_ratios, measured_scales
 from autotune.tuner._predictor import Predictor
-
-CPU = DeviceInfo(
-    type="cpu", name="test cpu", memory_bytes=16 * 2**30, cpu_count=2, bf16_supported=True
-)
-GPU = DeviceInfo(
-    type="cuda",
-    name="test gpu",
-    memory_bytes=80 * 2**30,
-    index=0,
-    cpu_count=16,
-    bf16_supported=True,
-    compute_capability=(9, 0),
-)
-TOKENS = WorkloadInfo(name="tokens", dataset_length=100_000, input_batch_ndim=2, batch_size=32)
 
 
 def predictor_on(device: DeviceInfo) -> Predictor:

@@ -9,7 +9,7 @@ from importlib.metadata import version as installed_version
 import torch
 
 from autotune import __version__
-from autotune.measure._fingerprint import cpu_count, cpu_model
+from autotune.measure import device_identity
 
 #: The libraries whose versions change what autotune measures or stores.
 LIBRARIES = ("optuna", "sqlalchemy", "numpy", "fastapi")
@@ -23,13 +23,10 @@ def _library(name: str) -> str:
 
 
 def _devices() -> list[str]:
-    devices = [f"cpu: {cpu_model()}, {cpu_count()} cores"]
-    if torch.cuda.is_available():
-        devices += [
-            f"cuda:{index}: {torch.cuda.get_device_name(index)}"
-            for index in range(torch.cuda.device_count())
-        ]
-    return devices
+    """Each device's class, as jobs and ``--device-class`` name it."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    requested = ["cpu", *(f"cuda:{index}" for index in range(gpus))]
+    return [device_identity(device).device_class for device in requested]
 
 
 def versions_report() -> list[tuple[str, str]]:
