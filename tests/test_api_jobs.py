@@ -45,6 +45,15 @@ def job_state(http: httpx.Client, job_id: int) -> dict[str, Any]:
     return dict(response.json())
 
 
+def submit_new_job(http: httpx.Client, **options: Any) -> int:
+    """Submit a tiny job that must run anew (``fresh``: an earlier test's answer is not reused)."""
+    response = http.post(
+        "/v1/jobs", json={"workload": "tiny", **FAST_JOB, **options, "fresh": True}
+    )
+    assert response.status_code == 202, response.text
+    return int(response.json()["id"])
+
+
 def wait_until_finished(http: httpx.Client, job_id: int, timeout_s: float) -> dict[str, Any]:
     return wait_for(
         lambda: (
@@ -103,7 +112,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost_or_repeated(
 ) -> None:
     first = service.start_worker()
     with service.client() as http:
-        job_id = http.post("/v1/jobs", json={"workload": "tiny", **FAST_JOB}).json()["id"]
+        job_id = submit_new_job(http)
         # Kill it while a trial runs, after at least two have finished.
         wait_for(
             lambda: (
@@ -145,9 +154,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost_or_repeated(
 def test_cancel_stops_the_running_trial_and_keeps_what_was_measured(service: Service) -> None:
     worker = service.start_worker()
     with service.client() as http:
-        job_id = http.post(
-            "/v1/jobs", json={"workload": "tiny", **FAST_JOB, "n_trials": 20}
-        ).json()["id"]
+        job_id = submit_new_job(http, n_trials=20)
         wait_for(
             lambda: (
                 job_state(http, job_id)["progress"]["trials_done"] >= 1 and running_trials(worker)
@@ -168,7 +175,7 @@ def test_cancel_stops_the_running_trial_and_keeps_what_was_measured(service: Ser
 def test_a_worker_stopped_with_sigterm_puts_its_job_back_for_another(service: Service) -> None:
     worker = service.start_worker()
     with service.client() as http:
-        job_id = http.post("/v1/jobs", json={"workload": "tiny", **FAST_JOB}).json()["id"]
+        job_id = submit_new_job(http)
         wait_for(
             lambda: job_state(http, job_id)["status"] == "running" and trial_processes(worker),
             120,

@@ -120,7 +120,9 @@ def service(workdir: Path, db_url: str) -> Iterator[Service]:
 def live_job(service: Service) -> int:
     """A job submitted over HTTP, run by a separate worker process while the tests watch."""
     with service.client() as client:
-        response = client.post("/v1/jobs", json={"workload": "tiny", **FAST_JOB, "n_trials": 5})
+        response = client.post(
+            "/v1/jobs", json={"workload": "tiny", **FAST_JOB, "n_trials": 5, "fresh": True}
+        )
     assert response.status_code == 202, response.text
     service.start_worker()
     job_id: int = response.json()["id"]

@@ -40,7 +40,9 @@ def db_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
 
 
 def submit(http: httpx.Client, **options: Any) -> dict[str, Any]:
-    response = http.post("/v1/jobs", json={"workload": "tiny", **FAST_JOB, **options})
+    response = http.post(
+        "/v1/jobs", json={"workload": "tiny", **FAST_JOB, "fresh": True, **options}
+    )
     assert response.status_code == 202, response.text
     job: dict[str, Any] = response.json()
     return job

@@ -49,7 +49,9 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | Non
 
 
 def submit(http: httpx.Client, **options: Any) -> int:
-    response = http.post("/v1/jobs", json={"workload": "tiny", **FAST_JOB, **options})
+    response = http.post(
+        "/v1/jobs", json={"workload": "tiny", **FAST_JOB, "fresh": True, **options}
+    )
     assert response.status_code == 202, response.text
     return int(response.json()["id"])
 
