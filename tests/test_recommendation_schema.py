@@ -174,6 +174,16 @@ def undeclared(model: BaseModel, where: str = "") -> list[str]:
     return found
 
 
+def test_the_drop_in_answer_carries_its_own_exports() -> None:
+    document = DOCUMENTS["larger batch, workers, retained memory, threads"]()
+    same = document["same_effective_batch"]
+    assert same["config"]["batch_size"] == BASELINE.batch_size != document["config"]["batch_size"]
+    kwargs = same["exports"]["hf_training_arguments"]
+    assert kwargs["per_device_train_batch_size"] == same["config"]["batch_size"]
+    assert document["exports"]["hf_training_arguments"]["per_device_train_batch_size"] == 64
+    assert schema_errors(document) == []
+
+
 def test_the_writer_writes_no_key_the_models_do_not_declare(document: dict[str, Any]) -> None:
     """Unknown keys are allowed to readers, so the writer is held to the declared ones."""
     assert undeclared(RecommendationDocument.model_validate(document)) == []

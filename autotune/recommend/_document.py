@@ -14,7 +14,7 @@ from autotune.recommend._diagnosis import TrialView, diagnose
 from autotune.recommend._document_model import SCHEMA, RecommendationDocument
 from autotune.recommend._export import exports
 from autotune.recommend._runs import CandidateRuns, Confirmation
-from autotune.space import DeviceInfo
+from autotune.space import Config, DeviceInfo
 from autotune.store import TrialRecord
 
 
@@ -201,6 +201,8 @@ def build_document(
     same_batch, batch_change = batch_answers(
         confirmation, optimizer, effective_batch_forced, _metrics
     )
+    # The drop-in answer is applied the same way as the recommendation.
+    same_batch["exports"] = exports(Config.model_validate(same_batch["config"]), device)
     diagnosis += batch_sentence(same_batch, batch_change, baseline.config.public_dict())
     ratios = confirmation.paired_ratios
     document = {

@@ -152,6 +152,7 @@ class SameEffectiveBatch(_Section):
     config: Knobs
     metrics: MeasuredMetrics
     speedup: Number | None
+    exports: Omittable[Exports] = Field(None, description="The drop-in answer's exports.")
 
 
 class BatchChange(_Section):
@@ -221,6 +222,12 @@ class Exports(_Section):
     dataloader: Kwargs
     lightning_trainer: Kwargs
     hf_training_arguments: Kwargs
+    accelerate: Omittable[Kwargs] = Field(None, description="For Accelerate's Accelerator.")
+    set_by_hand: Omittable[dict[str, dict[str, StrictStr]]] = Field(
+        None,
+        description="Per framework section, the knobs its arguments cannot express and how "
+        "to set each; present when there are any.",
+    )
     torch_compile: Omittable[Kwargs] = Field(None, description="Present when it compiles.")
     environment: Omittable[dict[str, StrictStr]] = Field(
         None, description="Variables to set before Python starts; present when there are any."

@@ -1,9 +1,11 @@
 """The recommended configuration as keyword arguments for the places users set these knobs.
 
-``channels_last`` and ``device_prefetch`` have no keyword in any of them: they are applied by
-:class:`~autotune.recommend.Recommendation` (``prepare_model`` and ``batches``). A model that
-takes a dict batch is called with it as keyword arguments, as Hugging Face's ``Trainer`` does
-(:meth:`~autotune.recommend.Recommendation.call_model`).
+Each framework has one table here: the knobs its arguments express, and for the others what to
+set by hand (``set_by_hand``), so that no knob of a recommendation is silently dropped.
+``channels_last`` and ``device_prefetch`` have no keyword in any of them: plain PyTorch scripts
+get them from :class:`~autotune.recommend.Recommendation` (``prepare_model`` and ``batches``).
+A model that takes a dict batch is called with it as keyword arguments, as Hugging Face's
+``Trainer`` does (:meth:`~autotune.recommend.Recommendation.call_model`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.measure import RETAIN_ENVIRONMENT
-from autotune.space import Config, DeviceInfo
+from autotune.space import KNOBS, Config, DeviceInfo
 
 # Lightning 2.x names (``lightning.pytorch.Trainer``): the precision strings replaced 1.x's
 # ``precision=16`` / ``"bf16"`` in 2.0.
@@ -90,9 +92,119 @@ def torch_compile_kwargs(config: Config) -> dict[str, Any] | None:
     return {"mode": None if config.compile == "default" else config.compile}
 
 
+#: Knobs a Hugging Face ``TrainingArguments`` expresses (on CUDA, ``tf32`` too).
+_HF_EXPRESSES = frozenset(
+    {
+        "batch_size",
+        "grad_accum_steps",
+        "num_workers",
+        "pin_memory",
+        "prefetch_factor",
+        "persistent_workers",
+        "amp",
+        "compile",
+    }
+)
+#: Knobs Lightning's ``Trainer`` expresses (on CUDA, ``cudnn_benchmark`` too).
+_LIGHTNING_EXPRESSES = frozenset({"amp", "grad_accum_steps"})
+#: Knobs an Accelerate ``Accelerator`` expresses (``compile`` only in inductor's default mode).
+_ACCELERATE_EXPRESSES = frozenset({"amp", "grad_accum_steps"})
+
+_LOADER_KNOBS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+_BY_HAND = {
+    **{name: 'build the DataLoader with exports["dataloader"]' for name in _LOADER_KNOBS},
+    "compile": 'torch.compile(model, **exports["torch_compile"])',
+    "channels_last": "model.to(memory_format=torch.channels_last) before training",
+    "device_prefetch": "copy the next batch to the GPU on a side stream (rec.batches does)",
+    "cudnn_benchmark": "torch.backends.cudnn.benchmark = True before training",
+    "tf32": 'torch.backends.cuda.matmul.fp32_precision = "tf32" (and cudnn.conv)',
+    "retain_freed_memory": 'start Python with exports["environment"]',
+    "intra_op_threads": 'start Python with exports["environment"] (OMP_NUM_THREADS)',
+}
+#: Where a framework has its own place for a knob it has no argument for.
+_BY_HAND_IN = {
+    "lightning_trainer": {
+        **{
+            name: 'return DataLoader(..., **exports["dataloader"]) from the DataModule\'s '
+            "train_dataloader()"
+            for name in _LOADER_KNOBS
+        },
+        "compile": 'torch.compile(the LightningModule, **exports["torch_compile"])',
+    },
+    "accelerate": {
+        "compile": 'Accelerator(dynamo_plugin=TorchDynamoPlugin(backend="inductor", '
+        'mode=exports["torch_compile"]["mode"])) instead of dynamo_backend',
+    },
+}
+
+
+def accelerate_kwargs(config: Config, device: DeviceInfo) -> dict[str, Any]:
+    """Keyword arguments for Accelerate's ``Accelerator`` (1.0 and later).
+
+    ``dynamo_backend="inductor"`` compiles in inductor's default mode; another mode needs a
+    ``TorchDynamoPlugin``, which is no JSON value, so it is listed in ``set_by_hand``.
+    """
+    kwargs: dict[str, Any] = {
+        "mixed_precision": "no" if config.amp == "off" else config.amp,
+        "gradient_accumulation_steps": config.grad_accum_steps,
+    }
+    if not device.is_cuda:
+        kwargs["cpu"] = True
+    if config.compile == "default":
+        kwargs["dynamo_backend"] = "inductor"
+    return kwargs
+
+
+def _expressed(section: str, config: Config, device: DeviceInfo) -> frozenset[str]:
+    if section == "hf_training_arguments":
+        return _HF_EXPRESSES | ({"tf32"} if device.is_cuda else set())
+    if section == "lightning_trainer":
+        return _LIGHTNING_EXPRESSES | ({"cudnn_benchmark"} if device.is_cuda else set())
+    return _ACCELERATE_EXPRESSES | ({"compile"} if config.compile == "default" else set())
+
+
+def set_by_hand(config: Config, device: DeviceInfo) -> dict[str, dict[str, str]]:
+    """Per framework section, the recommended knobs its arguments cannot express and how to
+    set each: every knob whose value is not PyTorch's default and is not in the section.
+
+    Example:
+        >>> cpu = DeviceInfo(type="cpu", name="cpu", memory_bytes=1)
+        >>> set_by_hand(Config(num_workers=2), cpu)["accelerate"]["num_workers"]
+        'build the DataLoader with exports["dataloader"]'
+        >>> "hf_training_arguments" in set_by_hand(Config(num_workers=2), cpu)
+        False
+    """
+    config = config.normalized()
+    values = config.model_dump()
+    changed = {
+        name: values[name]
+        for name in values
+        if name in KNOBS and values[name] != KNOBS[name].default and name != "batch_size"
+    }
+    # The batch is always a choice, whatever its value: a framework without it says where.
+    changed["batch_size"] = config.batch_size
+    if config.num_workers == 0:
+        changed.pop("prefetch_factor", None)
+        changed.pop("persistent_workers", None)
+    sections: dict[str, dict[str, str]] = {}
+    for section in ("hf_training_arguments", "lightning_trainer", "accelerate"):
+        expressed = _expressed(section, config, device)
+        hand = {
+            name: _BY_HAND_IN.get(section, {}).get(name)
+            or _BY_HAND.get(name)
+            or f"set {name}={value!r} by hand (docs/user/knobs.md)"
+            for name, value in sorted(changed.items())
+            if name not in expressed
+        }
+        if hand:
+            sections[section] = hand
+    return sections
+
+
 def exports(config: Config, device: DeviceInfo) -> dict[str, dict[str, Any]]:
-    """The recommendation's ``exports`` section: ``dataloader``, ``lightning_trainer`` and
-    ``hf_training_arguments`` keyword arguments for ``config`` on ``device``,
+    """The recommendation's ``exports`` section: ``dataloader``, ``lightning_trainer``,
+    ``hf_training_arguments`` and ``accelerate`` keyword arguments for ``config`` on
+    ``device``; ``set_by_hand``, per framework, the knobs its arguments cannot express;
     ``torch_compile``'s when the model is to be compiled (Lightning has no ``Trainer``
     argument for it: compile the LightningModule with them), and ``environment`` when glibc is
     to retain freed memory or the step's threads are set: variables to set before Python
@@ -102,7 +214,11 @@ def exports(config: Config, device: DeviceInfo) -> dict[str, dict[str, Any]]:
         "dataloader": dataloader_kwargs(config),
         "lightning_trainer": lightning_trainer_kwargs(config, device),
         "hf_training_arguments": hf_training_arguments(config, device),
+        "accelerate": accelerate_kwargs(config, device),
     }
+    hand = set_by_hand(config, device)
+    if hand:
+        sections["set_by_hand"] = hand
     compile_kwargs = torch_compile_kwargs(config)
     if compile_kwargs is not None:
         sections["torch_compile"] = compile_kwargs
