@@ -8,8 +8,9 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .settings import is_loopback
@@ -88,6 +89,38 @@ class LoopbackClientsOnly:
             )
             return
         await self.app(scope, receive, send)
+
+
+class DatabaseAdmission:
+    """Let at most as many requests in at once as the database pool can serve; the rest wait
+    here, on the event loop, for their turn.
+
+    Without it, more requests than connections deadlock: a sync endpoint's answer is serialised
+    on a thread of the shared pool while its session still holds a connection, and those threads
+    can all be taken by requests waiting for a connection, until the pool's timeout (30 s) fails
+    them with 503. ``reserved`` connections are left to the embedded worker and to /readyz;
+    the ``exempt`` paths (the probes) touch no connection and never wait here.
+    """
+
+    def __init__(self, app: ASGIApp, exempt: Collection[str], reserved: int = 3) -> None:
+        self.app = app
+        self.exempt = frozenset(exempt)
+        self.reserved = reserved
+        self._admitted: anyio.Semaphore | None = None  # made on the server's event loop
+
+    def _semaphore(self, scope: Scope) -> anyio.Semaphore:
+        if self._admitted is None:
+            pool = scope["app"].state.database.engine.pool
+            capacity = pool.size() + max(0, getattr(pool, "_max_overflow", 0))
+            self._admitted = anyio.Semaphore(max(1, capacity - self.reserved))
+        return self._admitted
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.exempt:
+            await self.app(scope, receive, send)
+            return
+        async with self._semaphore(scope):
+            await self.app(scope, receive, send)
 
 
 class SlidingWindowLimit:

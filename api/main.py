@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from anyio import CapacityLimiter
 from fastapi import APIRouter, Depends, FastAPI, Request, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
@@ -34,7 +35,7 @@ from autotune.store import embedded_worker_slot, open_database, try_file_lock
 
 from .deps import require_token
 from .headers import SecurityHeaders
-from .limits import BodySizeLimit, LoopbackClientsOnly, SlidingWindowLimit
+from .limits import BodySizeLimit, DatabaseAdmission, LoopbackClientsOnly, SlidingWindowLimit
 from .routes import dashboard, devices, jobs, ops, system, workloads
 from .schemas import ErrorPublic
 from .settings import Settings, load_settings
@@ -201,6 +202,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url="/redoc" if settings.api_docs else None,
     )
     app.state.settings = settings
+    # /readyz's own thread, apart from the pool every sync endpoint queues for.
+    app.state.readiness_thread = CapacityLimiter(1)
     app.state.submission_rate = SlidingWindowLimit(settings.submissions_per_minute, 60.0)
     v1 = APIRouter(
         prefix="/v1",
@@ -216,6 +219,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(SQLAlchemyError, _database_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    # Innermost: only requests the other limits let through wait for a database connection.
+    app.add_middleware(DatabaseAdmission, exempt=ops.PROBES)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(

@@ -1,13 +1,15 @@
-"""/healthz and /metrics: for load balancers and Prometheus, outside /v1 and its token."""
+"""/healthz, /readyz and /metrics: for orchestrators, load balancers and Prometheus, outside
+/v1 and its token."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from anyio import to_thread
+from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import text
 
 from autotune import service
-from autotune.store import JOB_STATUSES
+from autotune.store import JOB_STATUSES, Database
 
 from ..deps import SessionDep
 from ..schemas import Health
@@ -15,13 +17,44 @@ from ..schemas import Health
 router = APIRouter(tags=["operations"])
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+#: The paths that answer without waiting for a database connection of the shared pool.
+PROBES = ("/healthz", "/readyz")
+
+_OK = Health(status="ok")
 
 
 @router.get("/healthz", response_model=Health)
-def health(session: SessionDep) -> Health:
-    """``ok`` when the server is up and its database answers."""
-    session.execute(text("SELECT 1"))
-    return Health(status="ok")
+async def health() -> Health:
+    """``ok`` while the server's event loop answers: liveness only.
+
+    It touches no database and takes none of the threads the other endpoints queue for, so a
+    busy server (every thread waiting on the database) or an unreachable database is not taken
+    for a dead one: an orchestrator restarts on this probe, and a restart would fix neither.
+    """
+    return _OK
+
+
+def _database_answers(database: Database) -> None:
+    with database.session() as session:
+        session.execute(text("SELECT 1"))
+
+
+@router.get(
+    "/readyz",
+    response_model=Health,
+    responses={503: {"description": "The database did not answer."}},
+)
+async def ready(request: Request) -> Health:
+    """``ok`` when the server can serve jobs: its database answers (503 when it does not).
+
+    The query runs on the readiness check's own thread (``app.state.readiness_thread``), not
+    the pool the other endpoints share, so a busy server still answers it; and it holds at most
+    one of the server's database connections.
+    """
+    database: Database = request.app.state.database
+    limiter = request.app.state.readiness_thread
+    await to_thread.run_sync(_database_answers, database, limiter=limiter)
+    return _OK
 
 
 def render_metrics(snapshot: service.MetricsSnapshot) -> str:
