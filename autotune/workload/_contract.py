@@ -16,9 +16,11 @@ LossFn = Callable[[Any, Any], torch.Tensor]
 OptimizerFactory = Callable[[Any], torch.optim.Optimizer]
 #: How an input batch is passed to the model: ``"auto"`` passes a dict as keyword arguments
 #: (``model(**inputs)``, as Hugging Face's ``Trainer`` does) and anything else as one
-#: argument; ``"kwargs"`` and ``"positional"`` force one of the two.
-ModelInputs = Literal["auto", "kwargs", "positional"]
-MODEL_INPUTS: tuple[ModelInputs, ...] = ("auto", "kwargs", "positional")
+#: argument; ``"kwargs"`` and ``"positional"`` force one of the two; ``"training_step"`` calls
+#: the model's own ``training_step(batch, batch_idx)`` (a LightningModule's), whose returned
+#: loss (a tensor, or a dict with ``"loss"``) is the loss.
+ModelInputs = Literal["auto", "kwargs", "positional", "training_step"]
+MODEL_INPUTS: tuple[ModelInputs, ...] = ("auto", "kwargs", "positional", "training_step")
 
 
 @dataclass
@@ -68,3 +70,11 @@ class Workload:
     dataloader_kwargs: dict[str, Any] = field(default_factory=dict)
     #: How each input batch is passed to the model (see :data:`ModelInputs`).
     model_inputs: ModelInputs = "auto"
+    #: Clip the gradients' total norm to this before every optimizer step, as Hugging Face's
+    #: ``max_grad_norm`` and Lightning's ``gradient_clip_val`` do; None does not clip.
+    max_grad_norm: float | None = None
+    #: Knob values of the run the user has today beside ``batch_size`` (e.g.
+    #: ``{"pin_memory": True, "amp": "bf16"}``): the baseline's, which ``--baseline`` overrides.
+    #: The framework adapters (:mod:`autotune.workload.frameworks`) read them off the user's
+    #: ``TrainingArguments`` or DataLoader.
+    baseline: dict[str, Any] = field(default_factory=dict)

@@ -13,6 +13,7 @@ from typing import cast
 
 from autotune.errors import WorkloadError
 from autotune.workload._contract import MODEL_INPUTS, Workload
+from autotune.workload.frameworks import as_workload
 
 DEFAULT_ATTRIBUTE = "workload"
 BUILTIN_PREFIX = "builtin:"
@@ -158,10 +159,17 @@ def load_workload(spec: str | WorkloadRef) -> Workload:
             "(run with --debug for the traceback)"
         ) from exc
     if not isinstance(workload, Workload):
-        raise WorkloadError(
-            f"{ref}() returned {type(workload).__name__}, expected autotune.Workload; "
-            "return Workload(model=..., dataset=..., loss=..., optimizer=...)"
-        )
+        try:
+            adapted = as_workload(workload)
+        except WorkloadError as exc:
+            raise WorkloadError(f"{ref}(): {exc}") from exc
+        if adapted is None:
+            raise WorkloadError(
+                f"{ref}() returned {type(workload).__name__}, expected autotune.Workload, a "
+                "transformers Trainer or (LightningModule, LightningDataModule); return "
+                "Workload(model=..., dataset=..., loss=..., optimizer=...)"
+            )
+        workload = adapted
     for field_name in ("model", "dataset", "loss", "optimizer"):
         if field_name == "loss" and workload.loss is None:
             continue  # the model returns its own loss

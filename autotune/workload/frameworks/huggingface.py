@@ -1,0 +1,112 @@
+"""A Hugging Face ``transformers.Trainer`` as a workload.
+
+What the Trainer's own training step does is what is measured: the model called with the
+collated dict as keyword arguments and its own loss, the optimizer ``TrainingArguments.optim``
+chooses with its learning rate, weight decay and parameter groups (``Trainer.create_optimizer``),
+the gradients clipped to ``max_grad_norm``, the collator that drops the columns the model does
+not take (``remove_unused_columns``) and the Trainer's sampler. The baseline is the
+``TrainingArguments`` exactly as the script set them: their batch size, DataLoader settings
+(``dataloader_pin_memory=True`` by default), precision and ``torch_compile``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils.data import RandomSampler
+
+from autotune.errors import WorkloadError
+from autotune.workload._contract import Workload
+from autotune.workload.frameworks._shared import ModuleSource
+
+
+def _collator(trainer: Any) -> tuple[Any, Any]:
+    """The training dataset and the collator as the Trainer's own DataLoader gets them."""
+    dataset, collator = trainer.train_dataset, trainer.data_collator
+    remove = getattr(trainer, "_remove_unused_columns", None)
+    wrap = getattr(trainer, "_get_collator_with_removed_columns", None)
+    try:
+        import datasets
+
+        is_arrow = isinstance(dataset, datasets.Dataset)
+    except ImportError:
+        is_arrow = False
+    if is_arrow and remove is not None:
+        dataset = remove(dataset, description="training")
+    elif wrap is not None:
+        collator = wrap(collator, description="training")
+    return dataset, collator
+
+
+def _sampler_kwargs(trainer: Any, dataset: Any) -> dict[str, Any]:
+    sampler_of = getattr(trainer, "_get_train_sampler", None)
+    if sampler_of is None or isinstance(dataset, torch.utils.data.IterableDataset):
+        return {}
+    try:
+        sampler = sampler_of(dataset)
+    except TypeError:  # transformers before 4.52: no argument
+        sampler = sampler_of()
+    if sampler is None or isinstance(sampler, RandomSampler):
+        return {"shuffle": sampler is not None}
+    return {"shuffle": False, "sampler": sampler}
+
+
+def baseline_knobs(args: Any) -> dict[str, Any]:
+    """The knob values ``TrainingArguments`` set, as autotune names them."""
+    knobs: dict[str, Any] = {
+        "num_workers": args.dataloader_num_workers,
+        "pin_memory": bool(args.dataloader_pin_memory),
+        "amp": "bf16" if args.bf16 else "fp16" if args.fp16 else "off",
+    }
+    if args.dataloader_num_workers > 0:
+        knobs["persistent_workers"] = bool(args.dataloader_persistent_workers)
+        knobs["prefetch_factor"] = args.dataloader_prefetch_factor
+    if getattr(args, "torch_compile", False):
+        mode = getattr(args, "torch_compile_mode", None)
+        knobs["compile"] = mode or "default"
+    if getattr(args, "tf32", None) is not None:
+        knobs["tf32"] = bool(args.tf32)
+    return knobs
+
+
+def from_trainer(trainer: Any) -> Workload:
+    """The :class:`Workload` that ``trainer.train()`` runs, one step of it at a time."""
+    args = trainer.args
+    if trainer.train_dataset is None:
+        raise WorkloadError(
+            "the Trainer has no train_dataset; pass Trainer(train_dataset=...) in the function"
+        )
+    if getattr(trainer, "optimizer", None) is not None:
+        raise WorkloadError(
+            "the Trainer was given an optimizer instance (optimizers=(...)), which autotune "
+            "cannot rebuild per trial; choose it with TrainingArguments(optim=...) instead"
+        )
+    dataset, collator = _collator(trainer)
+
+    def build_optimizer(module: torch.nn.Module) -> torch.optim.Optimizer:
+        trainer.optimizer = None  # create_optimizer builds one only when none is set
+        try:
+            try:
+                return trainer.create_optimizer(module)
+            except TypeError:  # transformers before 4.56 builds it for trainer.model only
+                trainer.model = module
+                return trainer.create_optimizer()
+        finally:
+            trainer.optimizer = None
+
+    source = ModuleSource(trainer.model, build_optimizer)
+    max_grad_norm = args.max_grad_norm
+    return Workload(
+        model=source.model,
+        dataset=lambda: dataset,
+        loss=None,  # the model's own loss, from the labels in the batch
+        optimizer=source.optimizer,
+        batch_size=args.per_device_train_batch_size,
+        collate_fn=collator,
+        description=f"transformers Trainer over {type(trainer.model).__name__}",
+        dataloader_kwargs=_sampler_kwargs(trainer, dataset),
+        model_inputs="kwargs",
+        max_grad_norm=max_grad_norm if max_grad_norm and max_grad_norm > 0 else None,
+        baseline=baseline_knobs(args),
+    )

@@ -1,0 +1,130 @@
+"""``(LightningModule, LightningDataModule)`` as a workload, optionally with a ``Trainer``.
+
+What ``trainer.fit`` does each step is what is measured: the module's own ``training_step``
+(its returned loss), the first optimizer its ``configure_optimizers`` returns, and the
+DataModule's training DataLoader rebuilt with each trial's loader knobs, keeping its dataset,
+collate function and sampler, as Lightning itself re-instantiates a DataLoader to inject a
+sampler. The baseline is that DataLoader as the DataModule builds it and Lightning's default
+precision (``32-true``), or the precision, clipping and accumulation of the ``Trainer`` given
+third.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+
+from autotune.errors import WorkloadError
+from autotune.workload._contract import Workload
+from autotune.workload.frameworks._shared import ModuleSource, loader_knobs, loader_kwargs
+
+#: Lightning 2.x precision strings, as autotune's ``amp`` names them.
+_AMP = {"32-true": "off", "32": "off", "16-mixed": "fp16", "bf16-mixed": "bf16"}
+
+
+def _lightning() -> Any:
+    return sys.modules.get("lightning.pytorch") or sys.modules.get("pytorch_lightning")
+
+
+def is_lightning(returned: Any) -> bool:
+    """Whether ``returned`` is ``(LightningModule, LightningDataModule[, Trainer])``."""
+    pl = _lightning()
+    if pl is None or not isinstance(returned, tuple) or len(returned) not in (2, 3):
+        return False
+    return isinstance(returned[0], pl.LightningModule) and isinstance(
+        returned[1], pl.LightningDataModule
+    )
+
+
+def first_optimizer(configured: Any) -> torch.optim.Optimizer:
+    """The first optimizer of what ``configure_optimizers`` may return: an optimizer, a list
+    or tuple of them (or of lists, with schedulers), or a dict with ``"optimizer"``."""
+    seen = configured
+    while not isinstance(seen, torch.optim.Optimizer):
+        if isinstance(seen, dict) and "optimizer" in seen:
+            seen = seen["optimizer"]
+        elif isinstance(seen, (list, tuple)) and seen:
+            seen = seen[0]
+        else:
+            raise WorkloadError(
+                f"configure_optimizers() returned {type(configured).__name__} with no optimizer "
+                "in it; return an optimizer, a list of them or {'optimizer': ...}"
+            )
+    return seen
+
+
+def _trainer_settings(trainer: Any) -> tuple[dict[str, Any], float | None]:
+    """The baseline knobs and the clipping norm the Trainer sets."""
+    precision = str(getattr(trainer, "precision", "32-true"))
+    if precision not in _AMP:
+        raise WorkloadError(
+            f"Trainer(precision={precision!r}) has no autotune equivalent; use 32-true, "
+            "16-mixed or bf16-mixed, or return (module, datamodule) without the Trainer"
+        )
+    clip = getattr(trainer, "gradient_clip_val", None)
+    algorithm = str(getattr(trainer, "gradient_clip_algorithm", "norm") or "norm")
+    if clip and "value" in algorithm:
+        raise WorkloadError(
+            "Trainer(gradient_clip_algorithm='value') clips each gradient, which autotune's "
+            "step does not; use the default 'norm' or leave gradient_clip_val unset"
+        )
+    return {"amp": _AMP[precision]}, float(clip) if clip else None
+
+
+def from_lightning(returned: tuple[Any, ...]) -> Workload:
+    """The :class:`Workload` that ``Trainer.fit(module, datamodule)`` runs, a step at a time."""
+    module, datamodule = returned[0], returned[1]
+    name = type(module).__name__
+    if not module.automatic_optimization:
+        raise WorkloadError(
+            f"{name} optimizes manually (automatic_optimization=False), which autotune cannot "
+            "step; use automatic optimization or write an autotune.Workload"
+        )
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    loader = datamodule.train_dataloader()
+    if not isinstance(loader, torch.utils.data.DataLoader):
+        raise WorkloadError(
+            f"{type(datamodule).__name__}.train_dataloader() returned "
+            f"{type(loader).__name__}; return one torch DataLoader"
+        )
+    batch_size, baseline = loader_knobs(loader, f"{type(datamodule).__name__}.train_dataloader()")
+    baseline["amp"] = "off"  # Lightning's default precision, 32-true
+    max_grad_norm = None
+    if len(returned) == 3:
+        if returned[2].accumulate_grad_batches != 1:
+            raise WorkloadError(
+                "Trainer(accumulate_grad_batches=...) is held by autotune's --effective-batch; "
+                "drop it from the Trainer and pass --effective-batch instead"
+            )
+        trainer_knobs, max_grad_norm = _trainer_settings(returned[2])
+        baseline.update(trainer_knobs)
+
+    def build_optimizer(owner: torch.nn.Module) -> torch.optim.Optimizer:
+        try:
+            return first_optimizer(owner.configure_optimizers())  # type: ignore[operator]
+        except WorkloadError:
+            raise
+        except Exception as exc:
+            raise WorkloadError(
+                f"{name}.configure_optimizers() failed outside a Trainer: "
+                f"{type(exc).__name__}: {exc}; build the optimizer without self.trainer"
+            ) from exc
+
+    source = ModuleSource(module, build_optimizer)
+    dataset = loader.dataset
+    return Workload(
+        model=source.model,
+        dataset=lambda: dataset,
+        loss=None,  # training_step returns it
+        optimizer=source.optimizer,
+        batch_size=batch_size,
+        collate_fn=loader.collate_fn,
+        description=f"LightningModule {name} with {type(datamodule).__name__}",
+        dataloader_kwargs=loader_kwargs(loader),
+        model_inputs="training_step",
+        max_grad_norm=max_grad_norm,
+        baseline=baseline,
+    )
