@@ -150,7 +150,13 @@ def test_a_device_not_probed_is_not_known_to_compile() -> None:
 
 
 def test_max_autotune_is_searched_on_cuda_only() -> None:
-    assert SearchSpace(GPU, TINY).choices["compile"] == ("off", "default", "max-autotune")
+    assert SearchSpace(GPU, TINY).choices["compile"] == (
+        "off",
+        "default",
+        "reduce-overhead",
+        "max-autotune",
+        "max-autotune-no-cudagraphs",
+    )
     assert SearchSpace(CPU, TINY).choices["compile"] == ("off", "default")
     with pytest.raises(ConfigError, match="max-autotune tunes GPU kernels.*use default"):
         SearchSpace(CPU, TINY, fixed={"compile": "max-autotune"})

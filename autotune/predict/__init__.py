@@ -5,11 +5,13 @@ runner) predicts the samples/s, memory and bounding side of every configuration 
 """
 
 from autotune.predict._columns import Columns
+from autotune.predict._compile import compile_known_s
 from autotune.predict._host_effects import models_host_effects
 from autotune.predict._predict import predict_columns, predict_configs, predict_space
 from autotune.predict._predictions import BOUNDS, Predictions, ranking
 from autotune.predict._profile import (
     AccumulationPoint,
+    CompilePoint,
     ForkCopyPoint,
     HeapPoint,
     LoaderPoint,
@@ -21,6 +23,7 @@ from autotune.predict._profile import (
 
 __all__ = [
     "AccumulationPoint",
+    "CompilePoint",
     "BOUNDS",
     "Columns",
     "ForkCopyPoint",
@@ -31,6 +34,7 @@ __all__ = [
     "Profile",
     "public_profile",
     "StepPoint",
+    "compile_known_s",
     "models_host_effects",
     "predict_columns",
     "predict_configs",

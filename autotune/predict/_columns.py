@@ -18,7 +18,8 @@ from autotune.space import KNOBS, TORCH_DEFAULT_PREFETCH_FACTOR, Config, SearchS
 
 #: The precisions and compile modes, in the order of their codes in :class:`Columns`.
 AMPS = ("off", "fp16", "bf16")
-COMPILE_MODES = ("off", "default", "max-autotune")
+COMPILE_MODES = ("off", "default", "max-autotune", "reduce-overhead", "max-autotune-no-cudagraphs")
+OPTIMIZER_IMPLS = ("default", "foreach", "fused")
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -43,6 +44,9 @@ class Columns:
     retain_freed_memory: BoolArray
     intra_op_threads: IntArray  # 0: PyTorch's default
     grad_accum_steps: IntArray  # micro-batches per optimizer step
+    optimizer_impl: IntArray  # index into OPTIMIZER_IMPLS
+    expandable_segments: BoolArray
+    in_order: BoolArray  # True without workers
 
     def __len__(self) -> int:
         return len(self.batch_size)
@@ -65,6 +69,11 @@ class Columns:
             retain_freed_memory=np.array([c.retain_freed_memory for c in rows], dtype=bool),
             intra_op_threads=np.array([c.intra_op_threads or 0 for c in rows], dtype=np.int64),
             grad_accum_steps=np.array([c.grad_accum_steps for c in rows], dtype=np.int64),
+            optimizer_impl=np.array(
+                [OPTIMIZER_IMPLS.index(c.optimizer_impl) for c in rows], dtype=np.int64
+            ),
+            expandable_segments=np.array([c.expandable_segments for c in rows], dtype=bool),
+            in_order=np.array([c.in_order for c in rows], dtype=bool),
         )
 
     @classmethod
@@ -95,6 +104,7 @@ class Columns:
             workers_on & (prefetch == 0), TORCH_DEFAULT_PREFETCH_FACTOR, prefetch
         )
         columns["persistent_workers"] = columns["persistent_workers"].astype(bool)
+        columns["in_order"] = np.where(workers_on, columns["in_order"], True).astype(bool)
         columns["grad_accum_steps"] = (
             np.ones(len(rows), dtype=np.int64)
             if space.effective_batch is None
@@ -109,6 +119,8 @@ def _value_array(name: str, choices: Sequence[Any]) -> npt.NDArray[Any]:
         return np.array([AMPS.index(v) for v in choices], dtype=np.int64)
     if name == "compile":
         return np.array([COMPILE_MODES.index(v) for v in choices], dtype=np.int64)
+    if name == "optimizer_impl":
+        return np.array([OPTIMIZER_IMPLS.index(v) for v in choices], dtype=np.int64)
     if name == "tf32":
         return np.array([v is True for v in choices], dtype=bool)
     if name in ("prefetch_factor", "intra_op_threads"):

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from autotune.predict._columns import Columns, FloatArray, IntArray, epoch_samples
+from autotune.predict._compile import compile_columns
 from autotune.predict._epochs import over_epochs
 from autotune.predict._host_effects import HostEffects, host_effects
 from autotune.predict._loader import loader_columns, loader_memory
@@ -71,6 +72,7 @@ def predict_columns(
         step_samples_per_s=step_rate,
         loader_samples_per_s=loader_rate,
         uncovered=uncovered,
+        compile_s=compile_columns(profile, columns).compile_s,
     )
 
 

@@ -13,7 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from autotune.predict._columns import AMPS, COMPILE_MODES, BoolArray, Columns, FloatArray, IntArray
+from autotune.predict._columns import (
+    AMPS,
+    COMPILE_MODES,
+    OPTIMIZER_IMPLS,
+    BoolArray,
+    Columns,
+    FloatArray,
+    IntArray,
+)
 from autotune.space import Config, SearchSpace
 
 #: Which side bounds a prediction, by code in :attr:`Predictions.bound`.
@@ -40,6 +48,9 @@ class Predictions:
     #: Per knob the profile does not cover, the configurations that turn it away from what the
     #: profile ran (see :data:`autotune.predict._uncertainty.UNCOVERED_KNOB`).
     uncovered: dict[str, BoolArray]
+    #: Seconds each configuration compiles for, as the profile timed its mode: 0 eager, NaN
+    #: where the profile did not time it (see :mod:`autotune.predict._compile`).
+    compile_s: FloatArray
 
     def __len__(self) -> int:
         return len(self.samples_per_s)
@@ -62,7 +73,20 @@ class Predictions:
             "compile": COMPILE_MODES[int(c.compile[index])],
             "retain_freed_memory": bool(c.retain_freed_memory[index]),
             "intra_op_threads": int(c.intra_op_threads[index]) or None,
+            "optimizer_impl": OPTIMIZER_IMPLS[int(c.optimizer_impl[index])],
+            "expandable_segments": bool(c.expandable_segments[index]),
+            "in_order": bool(c.in_order[index]) or workers == 0,
         }
+
+    def over_run(self, run_samples: int | None) -> FloatArray:
+        """Predicted samples/s over a run of ``run_samples``, each compile's seconds charged
+        once (an unknown compile as none: an upper bound); samples/s without a run length."""
+        rate = self.samples_per_s
+        if run_samples is None:
+            return rate
+        charged = np.nan_to_num(self.compile_s, nan=0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(run_samples / (run_samples / rate + charged), dtype=np.float64)
 
     def best(self, count: int) -> list[int]:
         """Indices of the ``count`` fastest configurations predicted to fit in memory; of

@@ -229,6 +229,44 @@ class AccumulationPoint(BaseModel):
         return max(0.0, self.optimizer_s - self.accumulate_s)
 
 
+class CompilePoint(BaseModel):
+    """``torch.compile`` in one mode, timed once at a small batch: its compile seconds and its
+    step against the eager step timed beside it.
+
+    A compile costs the same seconds at any batch (the graph is the model's), and what it saves
+    a step is read at one batch for all: the predictor scales each configuration's eager step
+    by :attr:`ratio` and charges :attr:`compile_s` over the run. A compile that outlasted the
+    profile's allowance for it (:attr:`budget_s`, what the job and the run can spend on one)
+    keeps that allowance as its seconds, a lower bound, and no ratio.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    mode: str
+    batch_size: int
+    amp: AmpMode
+    channels_last: bool = False
+    #: Seconds the compiling steps took beyond as many compiled steps: at least
+    #: :attr:`budget_s` where :attr:`over_budget`.
+    compile_s: float
+    #: Samples/s of the compiled step and of the eager step timed beside it (None where the
+    #: compile did not finish or failed).
+    samples_per_s: float | None = None
+    eager_samples_per_s: float | None = None
+    #: The seconds the profile allowed this compile.
+    budget_s: float
+    over_budget: bool = False
+    #: Why the compiled step could not run (an error), where it could not.
+    error: str | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        """The compiled step's samples/s over the eager step's; None where not timed."""
+        if not self.samples_per_s or not self.eager_samples_per_s:
+            return None
+        return self.samples_per_s / self.eager_samples_per_s
+
+
 class Profile(BaseModel):
     """The step's capacity per batch/precision/layout, the loader's per worker count, and the
     memory each batch needs: the two bounds of every configuration."""
@@ -290,8 +328,15 @@ class Profile(BaseModel):
     #: Where the space holds configurations accumulating gradients: what accumulating saves
     #: and costs a step (see :class:`AccumulationPoint`). None elsewhere and in older profiles.
     accumulation: AccumulationPoint | None = None
+    #: ``torch.compile`` in each mode the space searches, timed once at a small batch (see
+    #: :class:`CompilePoint`). Empty where the space does not compile, and in older profiles.
+    compile: list[CompilePoint] = []
     duration_s: float = 0.0
     budget_s: float = 0.0
+
+    def compile_point(self, mode: str) -> CompilePoint | None:
+        """The profile's timing of ``torch.compile`` in ``mode``; None where it has none."""
+        return next((p for p in self.compile if p.mode == mode), None)
 
     def thread_points(self, threads: int, amp: str, channels_last: bool) -> list[StepPoint]:
         """The step's points on ``threads`` intra-op threads, by ascending batch."""
@@ -419,6 +464,7 @@ class Profile(BaseModel):
             "fresh_heap": [p.model_dump() for p in self.fresh_heap],
             "fork_copy": None if self.fork_copy is None else self.fork_copy.model_dump(),
             "accumulation": (None if self.accumulation is None else self.accumulation.model_dump()),
+            "compile": [p.model_dump() for p in self.compile],
             "duration_s": self.duration_s,
         }
 

@@ -2,8 +2,10 @@
 
 The profile times forward, backward and optimizer step per batch, precision and layout (and
 on fewer intra-op threads); a configuration's step is read from those points through their
-curve (:func:`step_curve`), interpolated between batches, scaled to its thread count and to the
-gradient accumulation it runs, and borrowed from another precision where its own never ran.
+curve (:func:`step_curve`), interpolated between batches, scaled to its thread count, to the
+gradient accumulation it runs and to its compile mode's timed ratio
+(:mod:`~autotune.predict._compile`), and borrowed from another precision where its own never
+ran.
 Between its steps the training thread also receives each batch from the workers and copies it
 to the device: host time added to the step's (:attr:`StepColumns.training_samples_per_s`).
 """
@@ -18,6 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from autotune.predict._columns import AMPS, BoolArray, Columns, FloatArray
+from autotune.predict._compile import COMPILE_TIMED, compile_columns
 from autotune.predict._profile import Profile, StepPoint, step_curve
 from autotune.predict._uncertainty import (
     BASE_UNCERTAINTY,
@@ -98,6 +101,10 @@ def step_columns(profile: Profile, columns: Columns, receive_s: FloatArray) -> S
                 memory[at_batch] = model.predict(float(batch))
                 per_sample_bytes[at_batch] = model.per_sample_bytes
     rate, cpu = _accumulating(profile, columns, rate, cpu)
+    # A compiled step: the eager step scaled by the ratio the profile timed for its mode.
+    compiled = compile_columns(profile, columns)
+    rate, cpu = rate * compiled.ratio, cpu / compiled.ratio
+    uncertainty = uncertainty + np.where(compiled.timed & (columns.compile > 0), COMPILE_TIMED, 0.0)
     # A copy from pinned memory on CUDA does not wait: the loader's pinning thread copies
     # beside the step.
     copy = np.where(columns.pin_memory & (profile.device_type == "cuda"), 0.0, copy)

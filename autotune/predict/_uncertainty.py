@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from autotune.predict._columns import BoolArray, Columns, FloatArray
+from autotune.predict._compile import compile_columns
 from autotune.predict._profile import Profile
 
 #: Relative uncertainty of a prediction from measured points of every part it uses: the profile
@@ -35,7 +36,8 @@ UNCOVERED_KNOB = {
     "tf32": 0.1,
     "persistent_workers": 0.05,
     "prefetch_factor": 0.05,
-    # The step sweep runs eagerly: a compiled step's speed (and its compile time) is unknown.
+    # The step sweep runs eagerly: a compiled step's speed (and its compile time) is unknown
+    # where the profile did not time its mode (see autotune.predict._compile).
     "compile": 0.5,
     # The profile ran with or without glibc retaining freed memory; the other setting changes
     # how many pages each step faults in afresh, by an amount only a trial shows (the step's,
@@ -72,7 +74,7 @@ def uncovered_knobs(profile: Profile, columns: Columns) -> dict[str, BoolArray]:
         "device_prefetch": columns.device_prefetch,
         "cudnn_benchmark": columns.cudnn_benchmark,
         "tf32": columns.tf32,
-        "compile": columns.compile > 0,
+        "compile": ~compile_columns(profile, columns).timed,
         "persistent_workers": columns.persistent_workers & has_workers,
         "prefetch_factor": has_workers
         & (columns.prefetch_factor != PROFILED_PREFETCH)

@@ -10,6 +10,14 @@ from autotune.measure import MeasurePlan
 
 #: Configurations a time budget always leaves room to confirm: the best found and the baseline.
 MIN_CONFIRM_ENTRIES = 2
+#: The share of the job's remaining time (see :meth:`TimeBudget.seconds_left`) one compile may
+#: take, in the profile or in a trial: a compile is a one-off cost the job pays in full before
+#: it learns anything, so it may spend a quarter of what is left, never the job; with the
+#: compiles so far charged against what is left, a default job compiles a few times at most
+#: (evidence: ``benchmarks/RESULTS.md``, "Compile within the job's time").
+COMPILE_SHARE = 0.25
+#: Seconds a trial is taken to last before any has run.
+TYPICAL_TRIAL_S = 10.0
 
 
 def confirm_room(seconds_left: float, seconds_per_entry: float) -> int:
@@ -36,10 +44,45 @@ class TimeBudget:
         self.confirm_rounds = confirm_rounds
         #: Seconds each trial process of this run took.
         self.durations: list[float] = []
+        #: The same less their compiling, and the seconds compiling took in all (the
+        #: profile's compiles included).
+        self.uncompiled_durations: list[float] = []
+        self.compile_spent_s = 0.0
 
-    def confirm_estimate_s(self, entries: int) -> float:
-        """Seconds to confirm ``entries`` configurations (the baseline included)."""
-        typical = statistics.median(self.durations) if self.durations else 10.0
+    def spent(self, duration_s: float | None, compile_s: float | None = None) -> None:
+        """Note a trial that took ``duration_s`` (None: unknown), ``compile_s`` of it
+        compiling; or, without a duration, a compile outside a trial (the profile's)."""
+        compiling = compile_s or 0.0
+        self.compile_spent_s += compiling
+        if duration_s is not None:
+            self.durations.append(duration_s)
+            self.uncompiled_durations.append(max(0.0, duration_s - compiling))
+
+    def seconds_left(self, trials_left: int, confirm_entries: int) -> float:
+        """The job's remaining seconds: what its time budget leaves; without one, what its
+        ``trials_left`` trials and the confirmation of ``confirm_entries`` configurations
+        would take at the median trial's duration without compiling, less the seconds
+        compiling has taken so far.
+
+        A job without a time budget still has a length, its trials': compiling is the one
+        cost that does not grow with them, so it is charged against that length.
+        """
+        if self.seconds is not None:
+            return self.started + self.seconds - time.monotonic()
+        durations = self.uncompiled_durations
+        typical = statistics.median(durations) if durations else TYPICAL_TRIAL_S
+        confirm = self.confirm_estimate_s(confirm_entries, typical)
+        return typical * trials_left + confirm - self.compile_spent_s
+
+    def compile_allowance_s(self, trials_left: int, confirm_entries: int) -> float:
+        """Seconds one compile may take now: :data:`COMPILE_SHARE` of :meth:`seconds_left`."""
+        return max(0.0, COMPILE_SHARE * self.seconds_left(trials_left, confirm_entries))
+
+    def confirm_estimate_s(self, entries: int, typical: float | None = None) -> float:
+        """Seconds to confirm ``entries`` configurations (the baseline included), each trial
+        taking ``typical`` seconds (by default the median so far)."""
+        if typical is None:
+            typical = statistics.median(self.durations) if self.durations else TYPICAL_TRIAL_S
         # A confirmation run lasts a search trial plus its longer window (at least).
         longer = max(0.0, self.confirm_plan.min_seconds - self.search_plan.min_seconds)
         return (typical + longer) * entries * self.confirm_rounds

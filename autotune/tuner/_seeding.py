@@ -8,6 +8,7 @@ uncertain few: each a trial the profile cannot settle alone.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -100,19 +101,48 @@ class _Seeds:
         return taken
 
 
+def seedable(
+    predictions: Predictions, run_samples: int | None, compile_allowance_s: float | None
+) -> Predictions:
+    """``predictions`` as the seeds read them: over a run of ``run_samples`` (each compile's
+    seconds charged once, see :meth:`Predictions.over_run`), with the compiled configurations
+    the profile did not time, and those whose compile takes over ``compile_allowance_s``,
+    left out as if over memory.
+
+    A compile is paid in full before a trial learns anything: seeding one the profile never
+    timed, or one that takes more of the job than a compile may, spent most of a default job
+    on one trial (evidence: ``benchmarks/RESULTS.md``, "Compile within the job's time").
+    """
+    compiled = predictions.columns.compile > 0
+    compile_s = predictions.compile_s
+    left_out = compiled & np.isnan(compile_s)
+    if compile_allowance_s is not None:
+        left_out |= compiled & (np.nan_to_num(compile_s, nan=0.0) > compile_allowance_s)
+    return dataclasses.replace(
+        predictions,
+        samples_per_s=predictions.over_run(run_samples),
+        over_memory=predictions.over_memory | left_out,
+    )
+
+
 def seed_configs(
     predictions: Predictions,
     space: SearchSpace,
     n_trials: int,
     already: Iterable[Config],
     keeping_batch: int | None = None,
+    run_samples: int | None = None,
+    compile_allowance_s: float | None = None,
 ) -> list[Config]:
     """The predicted best few (one per combination of :data:`PROFILED_KNOBS`), the predicted
     best that keeps the effective batch ``keeping_batch`` (a batch size dividing it, for the
     drop-in answer), the best of each precision read close to the best that none of these
     runs in (see :func:`_close_precisions`; each in place of an uncertain seed), then the most
     uncertain few (no two turning the same knob away from what the profile ran), none
-    predicted over memory and none already queued."""
+    predicted over memory and none already queued; all ranked over a run of ``run_samples``,
+    no compiled one the profile did not time or whose compile takes over
+    ``compile_allowance_s`` (see :func:`seedable`)."""
+    predictions = seedable(predictions, run_samples, compile_allowance_s)
     room = max(0, n_trials - 2)
     best_count = min(PREDICTED_BEST, max(1, room // 3))
     uncertain_count = min(MOST_UNCERTAIN, room // 5)

@@ -16,6 +16,9 @@ the code that measures it, one module per part, run in this order by :func:`prof
 - **Loader alone** (:mod:`._loader`, :mod:`._loader_followup`): the DataLoader built as a
   trial builds it, its batches only pulled, for a rising number of workers, beyond the grid
   while it keeps scaling; then a larger batch and more batches ahead.
+- **Compile** (:mod:`._compile`, last): ``torch.compile`` in each mode the space searches,
+  once at the workload's batch with empty caches, within the share of the job's time one
+  compile may take: its seconds, and its step against the eager step timed beside it.
 
 Each part has its own time budget (:class:`ProfilePlan`); a point the budget leaves out is
 predicted from its neighbours, with more uncertainty.

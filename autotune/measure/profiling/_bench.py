@@ -26,7 +26,7 @@ from autotune.measure._step import TrainingStep, forward_loss
 from autotune.measure.profiling._cpu_time import _cpu_seconds
 from autotune.measure.profiling._plan import ProfilePlan
 from autotune.predict import StepPoint
-from autotune.space import AmpMode, Config
+from autotune.space import AmpMode, CompileMode, Config
 from autotune.workload import Workload
 
 #: Timed window of one step point in one sweep: long enough for a few steps of a small batch,
@@ -109,11 +109,17 @@ class StepBench:
     """One precision and layout: the model, its optimizer and the step, built once."""
 
     def __init__(
-        self, workload: Workload, device: torch.device, amp: AmpMode, channels_last: bool
+        self,
+        workload: Workload,
+        device: torch.device,
+        amp: AmpMode,
+        channels_last: bool,
+        compile_mode: CompileMode = "off",
     ) -> None:
         self.workload = workload
         self.device = device
-        self.training = TrainingStep(Config(amp=amp, channels_last=channels_last), device)
+        config = Config(amp=amp, channels_last=channels_last, compile=compile_mode)
+        self.training = TrainingStep(config, device, workload.max_grad_norm)
         self.model = self.training.prepare_model(workload.model())
         self.model.train()
         self.optimizer = workload.optimizer(self.model.parameters())

@@ -1,9 +1,9 @@
 """The profile's order of work: each part in turn, inside one trial process, into one Profile.
 
 :func:`profile` sets the heap up as the plan asks, reads the sample pool once, then runs the
-fresh-heap probe, the step sweep, the thread sweep, the fork and accumulation probes, and last
-the loader sweep and its follow-ups, and assembles what they measured into the predictor's
-:class:`~autotune.predict.Profile`. It owns no measurement of its own.
+fresh-heap probe, the step sweep, the thread sweep, the fork and accumulation probes, the
+loader sweep and its follow-ups, and last the compile probe, and assembles what they
+measured into the predictor's :class:`~autotune.predict.Profile`. It owns no measurement of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from autotune.measure._host_allocator import glibc_malloc, retain_freed_memory
 from autotune.measure._loop import collect_setup_garbage
 from autotune.measure.profiling._accumulation import profile_accumulation
 from autotune.measure.profiling._bench import step_batches
+from autotune.measure.profiling._compile import compile_batches, profile_compile
 from autotune.measure.profiling._host import profile_fork_copy, profile_fresh_heap
 from autotune.measure.profiling._loader import (
     epoch_length,
@@ -42,7 +43,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         retain_freed_memory()
     torch.manual_seed(0)
     dataset = workload.dataset()
-    cpu_count = os.cpu_count() or 1
+    cpu_count = len(os.sched_getaffinity(0))  # one rank's share of the host (--host-share)
     source = step_batches(workload, dataset, plan)
     heap: list[HeapPoint] = []
     if fresh_heap:
@@ -66,6 +67,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
     )
     collate = source.collate_seconds(plan.loader_batch_size)
     sample_bytes = source.sample_bytes()
+    compiling = compile_batches(plan, source.make)
     del source
     collect_setup_garbage()  # else a worker forked while a collection was due runs it
     loader = profile_loader(workload, dataset, plan, cpu_count)
@@ -77,6 +79,8 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         else profile_large_batch(workload, dataset, plan, loader, sample_bytes, fewest=True)
     )
     ahead = profile_prefetch(workload, dataset, plan, loader, sample_bytes)
+    # Last: a compile leaves inductor's workers and caches behind, which no sweep should share.
+    compiled = profile_compile(workload, device, compiling, plan, step)
     grid_max = max(plan.worker_counts)
     return Profile(
         device_type=device.type,
@@ -103,6 +107,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         fresh_heap=heap,
         fork_copy=fork_copy,
         accumulation=accumulation,
+        compile=compiled,
         duration_s=time.perf_counter() - started,
         budget_s=budget_s,
     )

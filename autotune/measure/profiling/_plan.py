@@ -22,6 +22,9 @@ LOADER_BUDGET_S = 20.0
 #: Share of the memory budget a step point or a loader timing may be predicted to need before
 #: the profile stops short of it: the prediction is a fit, and passing the budget kills the trial.
 MEMORY_MARGIN = 0.9
+#: Seconds the profile's process is allowed per compile mode beyond its compile allowance: the
+#: compiled and eager windows, building the models, and leaving an abandoned compile.
+COMPILE_OVERHEAD_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -55,3 +58,22 @@ class ProfilePlan:
     #: under the baseline's effective batch that divides it): time what that saves and costs
     #: a step (see :func:`~autotune.measure.profiling._accumulation.profile_accumulation`).
     accumulation: bool = False
+    #: The ``torch.compile`` modes the space searches (``off`` left out): each is timed once,
+    #: last, at :attr:`loader_batch_size` (see
+    #: :func:`~autotune.measure.profiling._compile.profile_compile`).
+    compile_modes: Sequence[str] = ()
+    #: Seconds one of those compiles may take: the share of the job's time one compile may
+    #: spend (the profile lowers it further to what the run can repay).
+    compile_budget_s: float = 0.0
+    #: Samples in the user's run, which a compile must repay; None where unknown.
+    run_samples: int | None = None
+
+    def timeout_s(self) -> float:
+        """Seconds the profile measures for at most: its budgets, and each compile mode's
+        allowance with what timing it adds."""
+        compiles = sum(m != "off" for m in self.compile_modes) if self.compile_budget_s else 0
+        return (
+            self.step_budget_s
+            + self.loader_budget_s
+            + compiles * (self.compile_budget_s + COMPILE_OVERHEAD_S)
+        )

@@ -1,0 +1,153 @@
+"""Compile within the job's time: the profile's compile timing as a column of the predictor,
+the seeds and judges that read it, and the share of the job's remaining time one compile may
+take (see docs/design/search.md, "Compile within the job's time")."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, cast
+
+import numpy as np
+import pytest
+from test_predict import CPU, TOKENS, make_profile
+
+from autotune.measure import MeasurePlan
+from autotune.predict import CompilePoint, Profile, predict_configs, predict_space
+from autotune.space import Config, SearchSpace
+from autotune.tuner._budget import COMPILE_SHARE, TYPICAL_TRIAL_S, TimeBudget
+from autotune.tuner._judges import JobJudges
+from autotune.tuner._predictor import Predictor
+from autotune.tuner._seeding import seed_configs
+
+#: Enough samples in the run that a compile of tens of seconds is repaid by a faster step.
+LONG_RUN = 10_000_000
+
+
+def compiling_profile(compile_s: float, ratio: float, **point: Any) -> Profile:
+    """A profile whose step reaches 2,000 samples/s at batch 64, with ``compile`` (default)
+    timed at ``compile_s`` seconds and a step ``ratio`` times the eager one's."""
+    profile = make_profile({32: 1000.0, 64: 2000.0, 128: 2000.0}, {0: 1e5, 2: 2e5})
+    timing = CompilePoint(
+        mode="default",
+        batch_size=32,
+        amp="off",
+        compile_s=compile_s,
+        samples_per_s=1000.0 * ratio,
+        eager_samples_per_s=1000.0,
+        budget_s=point.pop("budget_s", 100.0),
+        **point,
+    )
+    return profile.model_copy(update={"compile": [timing]})
+
+
+def compile_space() -> SearchSpace:
+    device = CPU.model_copy(update={"compile_unavailable": None})
+    space = SearchSpace(
+        device,
+        TOKENS,
+        fixed={"amp": "off", "intra_op_threads": None},
+        ranges={"batch_size": "32,64,128", "num_workers": "0,2", "prefetch_factor": "1,2"},
+    )
+    assert space.choices["compile"][:2] == ("off", "default")
+    return space
+
+
+def seeds(profile: Profile, run_samples: int | None, allowance: float | None) -> list[Config]:
+    space = compile_space()
+    predictions = predict_space(profile, space)
+    return seed_configs(
+        predictions,
+        space,
+        20,
+        [space.baseline()],
+        run_samples=run_samples,
+        compile_allowance_s=allowance,
+    )
+
+
+def test_a_timed_compile_is_a_column_of_the_step() -> None:
+    profile = compiling_profile(compile_s=30.0, ratio=1.5)
+    eager, compiled = Config(batch_size=64), Config(batch_size=64, compile="default")
+    predicted = predict_configs(profile, [eager, compiled])
+    assert predicted.step_samples_per_s[1] == pytest.approx(1.5 * predicted.step_samples_per_s[0])
+    assert list(predicted.compile_s) == [0.0, 30.0]
+    # Timed, so no longer an uncovered knob; still less certain than the eager step.
+    assert predicted.uncovered_knobs(1) == frozenset()
+    assert predicted.uncertainty[1] > predicted.uncertainty[0]
+    # Over a run, the compile is charged once.
+    over = predicted.over_run(60_000)
+    rate = predicted.samples_per_s[1]
+    assert over[1] == pytest.approx(60_000 / (60_000 / rate + 30.0))
+    assert over[0] == predicted.samples_per_s[0]
+
+
+def test_an_untimed_compile_keeps_the_eager_step_and_an_unknown_cost() -> None:
+    profile = make_profile({32: 1000.0, 64: 2000.0}, {0: 1e5})
+    predicted = predict_configs(
+        profile, [Config(batch_size=64), Config(batch_size=64, compile="default")]
+    )
+    assert predicted.samples_per_s[1] == predicted.samples_per_s[0]
+    assert np.isnan(predicted.compile_s[1])
+    assert predicted.uncovered_knobs(1) == {"compile"}
+
+
+def test_a_compile_is_seeded_only_once_timed_repaid_and_within_the_jobs_share() -> None:
+    gaining = compiling_profile(compile_s=30.0, ratio=2.0)
+    assert any(c.compile == "default" for c in seeds(gaining, LONG_RUN, 100.0))
+    # Never timed: no compiled seed, however long the run.
+    untimed = make_profile({32: 1000.0, 64: 2000.0, 128: 2000.0}, {0: 1e5, 2: 2e5})
+    assert not any(c.compile != "off" for c in seeds(untimed, LONG_RUN, 100.0))
+    # Costing more than the job may spend on one compile: none either.
+    assert not any(c.compile != "off" for c in seeds(gaining, LONG_RUN, 29.0))
+    # A run too short to repay it ranks the compiled configurations under their eager twins.
+    assert not any(c.compile != "off" for c in seeds(gaining, 20_000, 100.0))
+    # Over its allowance in the profile: a lower bound, never seeded.
+    over = compiling_profile(compile_s=100.0, ratio=2.0, over_budget=True)
+    over = over.model_copy(
+        update={"compile": [over.compile[0].model_copy(update={"samples_per_s": None})]}
+    )
+    assert not any(c.compile != "off" for c in seeds(over, LONG_RUN, 1000.0))
+
+
+def judges(profile: Profile, allowance: float) -> JobJudges:
+    predictor = Predictor(profile, compile_space(), None)
+    return JobJudges(predictor, cast(Any, None), LONG_RUN, lambda: allowance)
+
+
+def test_a_proposal_whose_compile_outlasts_the_jobs_share_is_skipped() -> None:
+    profile = compiling_profile(compile_s=40.0, ratio=2.0)
+    best = Config(batch_size=64)
+    compiled = Config(batch_size=64, compile="default")
+    reason = judges(profile, 30.0).predicted_slow(compiled, best, 1500.0)
+    assert reason is not None and "40 s" in reason and "30 s" in reason
+    assert judges(profile, 50.0).predicted_slow(compiled, best, 1500.0) is None
+    # The climb's neighbours too.
+    assert judges(profile, 30.0).below_reach(compiled, best, 1500.0) is not None
+    # A compile the job measured itself counts before the profile's.
+    measured = judges(profile, 50.0)
+    measured.compiled("default", 60.0)
+    assert measured.predicted_slow(compiled, best, 1500.0) is not None
+
+
+def plan() -> MeasurePlan:
+    return MeasurePlan(3, 10, 3.0)
+
+
+def test_a_compile_may_take_a_share_of_the_jobs_remaining_time() -> None:
+    plain = TimeBudget(None, plan(), plan(), 3)
+    # Without a time budget: the remaining trials and confirmation at the median trial.
+    expected = TYPICAL_TRIAL_S * 20 + plain.confirm_estimate_s(4, TYPICAL_TRIAL_S)
+    assert plain.compile_allowance_s(20, 4) == pytest.approx(COMPILE_SHARE * expected)
+    # Compiling is charged against it, the profile's included, and trials' without theirs.
+    plain.spent(None, 40.0)
+    plain.spent(50.0, 40.0)
+    assert plain.uncompiled_durations == [10.0]
+    expected_after = TYPICAL_TRIAL_S * 19 + plain.confirm_estimate_s(4, 10.0) - 80.0
+    assert plain.compile_allowance_s(19, 4) == pytest.approx(COMPILE_SHARE * expected_after)
+    # Spent past what is left: nothing more may compile.
+    plain.spent(None, 10_000.0)
+    assert plain.compile_allowance_s(19, 4) == 0.0
+    # With a time budget: a share of what it leaves.
+    budgeted = TimeBudget(600.0, plan(), plan(), 3)
+    budgeted.started = time.monotonic() - 200.0
+    assert budgeted.compile_allowance_s(20, 4) == pytest.approx(COMPILE_SHARE * 400.0, rel=0.01)
