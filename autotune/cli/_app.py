@@ -248,6 +248,22 @@ def run(
         float,
         typer.Option(help="Seconds the profile may spend measuring (half step, half loader)."),
     ] = 40.0,
+    nproc_per_node: Annotated[
+        int,
+        typer.Option(
+            help="Measure every trial as this many DDP ranks on this host, as torchrun "
+            "--nproc-per-node N runs them (one GPU each on CUDA, gloo on a CPU); batch size "
+            "and workers are per rank, throughput is all ranks'."
+        ),
+    ] = 1,
+    host_share: Annotated[
+        int | None,
+        typer.Option(
+            help="Ranks your launch runs on this host (default: --nproc-per-node): each rank "
+            "is tuned with its share of the cores and memory, e.g. --host-share 8 on one GPU "
+            "of an 8-GPU machine."
+        ),
+    ] = None,
     resume: Annotated[
         bool, typer.Option(help="Continue the last unfinished job of this workload.")
     ] = False,
@@ -321,6 +337,8 @@ def run(
         on_new_hardware=on_new_hardware or "fresh",
         profile=profile,
         profile_seconds=profile_seconds,
+        nproc_per_node=nproc_per_node,
+        host_share=host_share,
     )
     shown = _progress_console(quiet)
     database = open_database(db)

@@ -16,16 +16,19 @@ from autotune.runner._process import (
     profile_workload,
     run_trial,
 )
+from autotune.runner._ranks import RankPlan, check_gpu_count
 
 __all__ = [
     "DEFAULT_HOST_MEMORY_SHARE",
     "ProbeResult",
     "ProfileFailed",
     "ProgressCallback",
+    "RankPlan",
     "START_ENV",
     "TrialCancelled",
     "TrialDevice",
     "TrialLauncher",
+    "check_gpu_count",
     "default_host_memory_cap",
     "kill_group",
     "probe_workload",

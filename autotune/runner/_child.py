@@ -26,6 +26,7 @@ from autotune.measure import (
     MeasurePlan,
     NonFiniteLoss,
     ProfilePlan,
+    UnsuitedValue,
     compile_unavailable,
     device_info,
     fingerprint,
@@ -33,12 +34,23 @@ from autotune.measure import (
     measure,
     peak_proportional_bytes,
     resolve_device,
+    supported_implementations,
+    use_expandable_segments,
 )
 from autotune.measure import profile as profile_workload
 from autotune.runner._protocol import RESULT_FD_ENV, EventWriter
+from autotune.runner._ranks import (
+    combine_metrics,
+    rank_failure,
+    restrict_host,
+    start_ranks,
+    watch_ranks,
+)
 from autotune.space import Config, WorkloadInfo
-from autotune.workload import Workload, load_workload
+from autotune.workload import load_workload
 
+#: Seconds rank 0, failing, waits to learn whether another rank's end caused its error.
+_PEER_GRACE_S = 0.5
 _OOM_PHRASES = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
 
@@ -78,15 +90,6 @@ def _device(request: dict[str, Any]) -> torch.device:
         ) from None
 
 
-def _optimizer_name(workload: Workload) -> str:
-    """The class name of the optimizer the workload builds (on one throwaway parameter); empty
-    when it cannot be built that way."""
-    try:
-        return type(workload.optimizer([torch.nn.Parameter(torch.zeros(1))])).__name__
-    except Exception:
-        return ""
-
-
 def probe(request: dict[str, Any], emit: EventWriter) -> None:
     device = _device(request)
     workload = load_workload(request["workload"])
@@ -100,6 +103,8 @@ def probe(request: dict[str, Any], emit: EventWriter) -> None:
             f"building workload {workload.name!r} failed: {describe_exception(exc)}; "
             "fix its model or dataset factory (run with --debug for the traceback)"
         ) from exc
+    # The optimizer's class, and the implementations it steps with on this device.
+    optimizer, optimizer_impls = supported_implementations(workload, device)
     info = WorkloadInfo(
         name=workload.name or "workload",
         description=workload.description,
@@ -107,7 +112,9 @@ def probe(request: dict[str, Any], emit: EventWriter) -> None:
         input_batch_ndim=ndim,
         batch_size=workload.batch_size,
         idle_host_memory_bytes=psutil.Process().memory_info().rss,
-        optimizer=_optimizer_name(workload),
+        optimizer=optimizer,
+        optimizer_impls=optimizer_impls,
+        baseline=workload.baseline,
     )
     emit(
         {
@@ -117,6 +124,8 @@ def probe(request: dict[str, Any], emit: EventWriter) -> None:
             .model_dump(),
             "workload": info.model_dump(),
             "fingerprint": fingerprint(device),
+            # The GPUs this process sees: the ranks of --nproc-per-node need one each.
+            "gpu_count": torch.cuda.device_count() if device.type == "cuda" else None,
         }
     )
 
@@ -139,8 +148,13 @@ def profile(request: dict[str, Any], emit: EventWriter) -> None:
 
 
 def trial(request: dict[str, Any], emit: EventWriter) -> None:
+    if int(request.get("ranks") or 1) > 1:
+        ranked_trial(request, emit)
+        return
     device = _device(request)
     config = Config.model_validate(request["config"])
+    if config.expandable_segments and device.type == "cuda":
+        use_expandable_segments()  # before CUDA starts, which reads it once
     plan = MeasurePlan(**request.get("plan", {}))
     _cap_device_memory(device, request.get("device_memory_budget_bytes"))
     workload = load_workload(request["workload"])
@@ -150,6 +164,8 @@ def trial(request: dict[str, Any], emit: EventWriter) -> None:
         result.update(outcome="ok", metrics=metrics.as_dict())
     except NonFiniteLoss as exc:
         result.update(outcome="nonfinite", error=str(exc))
+    except UnsuitedValue as exc:  # set aside by the job, never measured again
+        result.update(outcome="unsuited", error=str(exc))
     except Exception as exc:
         traceback.print_exc()
         outcome = "oom" if is_out_of_memory(exc) else "error"
@@ -160,6 +176,76 @@ def trial(request: dict[str, Any], emit: EventWriter) -> None:
     # The kernel's high-water mark catches a spike that fell between the parent's samples.
     result["peak_proportional_bytes"] = peak_proportional_bytes()
     emit(result)
+
+
+def ranked_trial(request: dict[str, Any], emit: EventWriter) -> None:
+    """Measure the configuration as ``request["ranks"]`` DDP ranks (see
+    :mod:`autotune.runner._ranks`); rank 0, this process, reports the trial."""
+    world = int(request["ranks"])
+    rank0 = os.getpid()
+
+    def in_rank() -> None:
+        os.environ[PARENT_PID_ENV] = str(rank0)
+        die_with_parent()
+
+    rank, others = start_ranks(world, in_rank)
+    peer_failed = watch_ranks(others, world, emit) if rank == 0 else None
+    try:
+        device = _device(request)
+        if device.type == "cuda":
+            device = torch.device("cuda", rank)  # one GPU per rank, as LOCAL_RANK picks it
+            torch.cuda.set_device(device)
+        restrict_host(None, 1)  # torchrun's default of one thread per rank
+        torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        config = Config.model_validate(request["config"])
+        plan = MeasurePlan(**request.get("plan", {}))
+        _cap_device_memory(device, request.get("device_memory_budget_bytes"))
+        workload = load_workload(request["workload"])
+
+        def global_progress(event: dict[str, Any]) -> None:
+            if "samples_per_s" in event:  # every rank steps in step with rank 0
+                event = dict(event, samples_per_s=event["samples_per_s"] * world)
+            emit(event)
+
+        metrics = measure(
+            workload, config, device, plan, progress=global_progress if rank == 0 else None
+        )
+        mine = metrics.as_dict()
+        if device.type == "cuda":
+            mine["peak_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
+            mine["peak_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
+        gathered: list[Any] = [None] * world
+        torch.distributed.all_gather_object(gathered, mine)
+    except Exception as exc:
+        traceback.print_exc()
+        if peer_failed is not None and peer_failed.wait(_PEER_GRACE_S):
+            os._exit(1)  # a peer's end broke the collective: its reason is the trial's
+        outcome = (
+            "nonfinite"
+            if isinstance(exc, NonFiniteLoss)
+            else "oom"
+            if is_out_of_memory(exc)
+            else "error"
+        )
+        emit(rank_failure(rank, world, outcome, describe_exception(exc)))
+        sys.stdout.flush()
+        os._exit(1)
+    if rank != 0:
+        sys.stdout.flush()
+        os._exit(0)
+    combined = combine_metrics(gathered)
+    emit(
+        {
+            "event": "result",
+            "fingerprint": fingerprint(device),
+            "outcome": "ok",
+            "metrics": combined,
+            "peak_memory_allocated_bytes": combined.get("peak_memory_allocated_bytes"),
+            "peak_memory_reserved_bytes": combined.get("peak_memory_reserved_bytes"),
+            "peak_proportional_bytes": peak_proportional_bytes(),
+            "ranks": world,
+        }
+    )
 
 
 PARENT_PID_ENV = "AUTOTUNE_TRIAL_PARENT_PID"
@@ -182,6 +268,9 @@ def run(request: dict[str, Any]) -> NoReturn:
     emit = EventWriter()
     emit({"event": "started", "pid": os.getpid()})
     try:
+        cores = request.get("cores")
+        # One rank's share of the host (--host-share): its cores, and a thread on each.
+        restrict_host(cores, len(cores) if cores else None)
         modes = {"probe": probe, "profile": profile}
         modes.get(request["mode"], trial)(request, emit)
     except AutotuneError as exc:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from autotune.errors import ConfigError
 from autotune.measure import VISIBLE_ENV, visible_devices
+from autotune.runner._ranks import check_gpu_count
 
 _CUDA = re.compile(r"^cuda(?::(\d+))?$")
 
@@ -33,8 +34,9 @@ class TrialDevice:
         return {VISIBLE_ENV: self.visible_devices}
 
 
-def trial_device(requested: str, environ: Mapping[str, str]) -> TrialDevice:
-    """Map ``--device`` onto one visible GPU for the trial process.
+def trial_device(requested: str, environ: Mapping[str, str], count: int = 1) -> TrialDevice:
+    """Map ``--device`` onto one visible GPU for the trial process (``count`` GPUs from it on,
+    one per rank, for a trial of several ranks).
 
     ``cuda:N`` means the N-th device this process could see: the N-th entry of an inherited
     ``CUDA_VISIBLE_DEVICES`` (an ordinal, a ``GPU-`` UUID or a MIG id), else ordinal N. A CPU
@@ -43,23 +45,27 @@ def trial_device(requested: str, environ: Mapping[str, str]) -> TrialDevice:
     Example:
         >>> trial_device("cuda:1", {"CUDA_VISIBLE_DEVICES": "GPU-aa,GPU-bb"})
         TrialDevice(device='cuda:0', visible_devices='GPU-bb', requested_index=1)
+        >>> trial_device("cuda", {}, count=2)
+        TrialDevice(device='cuda:0', visible_devices='0,1', requested_index=0)
     """
     inherited = environ.get(VISIBLE_ENV)
     entries = visible_devices(environ)
     if requested == "cpu":
         return TrialDevice("cpu", "")
     if requested == "auto":
-        first = "0" if entries is None else (entries[0] if entries else "")
-        return TrialDevice("auto", first, 0 if first else None)
+        chosen = [str(i) for i in range(count)] if entries is None else entries[:count]
+        return TrialDevice("auto", ",".join(chosen), 0 if chosen else None)
     match = _CUDA.match(requested)
     if match is None:
         return TrialDevice(requested, inherited or "")  # the trial process refuses it, in words
     index = int(match.group(1) or 0)
     if entries is None:
-        return TrialDevice("cuda:0", str(index), index)
+        return TrialDevice("cuda:0", ",".join(str(i) for i in range(index, index + count)), index)
     if index >= len(entries):
         raise ConfigError(
             f"--device {requested}: {VISIBLE_ENV}={inherited!r} makes only {len(entries)} GPU(s) "
             "visible; pick an index below that or widen CUDA_VISIBLE_DEVICES"
         )
-    return TrialDevice("cuda:0", entries[index], index)
+    if count > 1:
+        check_gpu_count(count, len(entries) - index)
+    return TrialDevice("cuda:0", ",".join(entries[index : index + count]), index)

@@ -32,6 +32,7 @@ from autotune.errors import ConfigError
 from autotune.runner._environment import trial_environment
 from autotune.runner._forkserver import MAX_MESSAGE, SOCKET_FD_ENV, WORKLOAD_ENV, send
 from autotune.runner._protocol import RESULT_FD_ENV
+from autotune.runner._ranks import RankPlan
 
 #: ``fork`` (the default) or ``exec``: how trial processes start.
 START_ENV = "AUTOTUNE_TRIAL_START"
@@ -216,6 +217,8 @@ class TrialLauncher:
 
     Used as a context manager, it is what :func:`run_trial` and :func:`probe_workload` use in
     this thread for its ``device``; the server starts at the first trial and stops on exit.
+    Its ``ranks`` say how many DDP ranks each trial runs as and how the host is shared (see
+    :mod:`autotune.runner._ranks`).
     When it cannot be used (see :attr:`unavailable`) trials start as fresh interpreters.
 
     Example:
@@ -223,9 +226,10 @@ class TrialLauncher:
         ...     probe = probe_workload("builtin:tiny-mlp", "cpu")
     """
 
-    def __init__(self, workload: str, device: str) -> None:
+    def __init__(self, workload: str, device: str, ranks: RankPlan | None = None) -> None:
         self.workload = workload
         self.device = device
+        self.ranks = ranks or RankPlan()
         #: Why trials start without the server (None while it may be used).
         self.unavailable: str | None = None
         self._server: _Server | None = None
@@ -284,3 +288,9 @@ def active_launcher(device: str) -> TrialLauncher | None:
     """The launcher this thread entered for ``device``, if any."""
     launcher: TrialLauncher | None = getattr(_active, "launcher", None)
     return launcher if launcher is not None and launcher.device == device else None
+
+
+def active_ranks() -> RankPlan:
+    """The ranks and host share of this thread's launcher (one rank, the whole host, without)."""
+    launcher: TrialLauncher | None = getattr(_active, "launcher", None)
+    return launcher.ranks if launcher is not None else RankPlan()

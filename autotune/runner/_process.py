@@ -23,9 +23,15 @@ from autotune.measure import MeasurePlan, ProfilePlan, TreeMemorySampler, Utiliz
 from autotune.predict import Profile
 from autotune.runner._devices import trial_device
 from autotune.runner._environment import trial_environment
-from autotune.runner._launcher import ForkedProcess, TrialProcess, active_launcher
+from autotune.runner._launcher import (
+    ForkedProcess,
+    TrialProcess,
+    active_launcher,
+    active_ranks,
+)
 from autotune.runner._oom import OomKillCounter
 from autotune.runner._protocol import RESULT_FD_ENV
+from autotune.runner._ranks import check_gpu_count
 from autotune.space import Config, DeviceInfo, WorkloadInfo
 from autotune.store import TrialRecord, utcnow
 
@@ -80,6 +86,8 @@ class _Run:
     compile_allowance_s: float | None = None
     #: When the child said it started compiling; None before and after.
     compiling_since: float | None = None
+    #: The first ``rank_failed`` event of a trial of several ranks: its outcome and reason.
+    rank_failure: dict[str, Any] | None = None
 
     def kill(self, reason: str, detail: str | None = None) -> None:
         if self.kill_reason is None:
@@ -109,9 +117,16 @@ def _start(request: dict[str, Any]) -> _Run:
     and its server can be used; otherwise it starts as ``python -m autotune.runner._child``,
     and the trial's log says why.
     """
-    target = trial_device(request["device"], os.environ)
     launcher = active_launcher(request["device"])
-    request = dict(request, device=target.device, requested_device=request["device"])
+    ranks = active_ranks()
+    gpus = ranks.nproc if request["mode"] in ("trial", "probe") else 1
+    target = trial_device(request["device"], os.environ, gpus)
+    request = dict(
+        request,
+        device=target.device,
+        requested_device=request["device"],
+        **ranks.request_fields(request["mode"]),
+    )
     read_fd, write_fd = os.pipe()
     log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by the caller once classified
     process: TrialProcess | None = None
@@ -194,6 +209,10 @@ def _drain(run: _Run, on_progress: ProgressCallback | None) -> None:
                 run.kill("pruned")
         elif kind in ("result", "probe", "profile"):
             run.result = event
+        elif kind == "rank_failed" and run.rank_failure is None:
+            # One rank ended: the others wait in a collective for ever. End them all now.
+            run.rank_failure = event
+            run.kill("rank_failed", str(event.get("error")))
 
 
 def _supervise(
@@ -288,6 +307,13 @@ def _outcome(run: _Run, memory: _HostMemory, tail: str) -> dict[str, Any]:
         }
     if run.kill_reason in ("timeout", "oom"):
         return fields | {"outcome": run.kill_reason, "error": run.kill_detail}
+    if run.kill_reason == "rank_failed" and run.rank_failure is not None:
+        outcome = run.rank_failure.get("outcome", "error")
+        return {
+            "exit_code": None,
+            "outcome": outcome if outcome in ("oom", "nonfinite", "crashed") else "error",
+            "error": run.rank_failure.get("error"),
+        }
     if run.result is not None:
         result = run.result
         metrics = dict(result.get("metrics") or {})
@@ -320,14 +346,26 @@ def default_host_memory_cap() -> int:
     return int(DEFAULT_HOST_MEMORY_SHARE * psutil.virtual_memory().available)
 
 
-def _host_cap(memory_budget_bytes: int | None, budget_is_host_memory: bool) -> tuple[int, str]:
-    """The host memory a trial or profile process tree is held to, and its name in messages:
-    the budget where it caps host memory (a CPU device), otherwise the default cap."""
+def _host_cap(
+    memory_budget_bytes: int | None, budget_is_host_memory: bool, ranks: int = 1
+) -> tuple[int, str]:
+    """The host memory a trial or profile process tree of ``ranks`` ranks is held to, and its
+    name in messages: the budget (per rank) where it caps host memory (a CPU device),
+    otherwise the default cap, of which the ranks get their share of the host."""
     if budget_is_host_memory and memory_budget_bytes is not None:
-        return memory_budget_bytes, "the memory budget"
-    return default_host_memory_cap(), (
-        f"the default cap ({DEFAULT_HOST_MEMORY_SHARE:.0%} of the memory available; "
-        "set --max-memory to change it)"
+        return memory_budget_bytes * ranks, "the memory budget" + (
+            f" ({ranks} ranks)" if ranks > 1 else ""
+        )
+    plan = active_ranks()
+    share = plan.memory_share(ranks)
+    if share >= 1:
+        return default_host_memory_cap(), (
+            f"the default cap ({DEFAULT_HOST_MEMORY_SHARE:.0%} of the memory available; "
+            "set --max-memory to change it)"
+        )
+    return int(share * default_host_memory_cap()), (
+        f"{ranks} of {plan.host_share} ranks' share of the default cap "
+        f"({DEFAULT_HOST_MEMORY_SHARE:.0%} of the memory available)"
     )
 
 
@@ -406,7 +444,7 @@ def run_trial(
         "device_memory_budget_bytes": None if budget_is_host_memory else memory_budget_bytes,
     }
     started_at = utcnow()
-    cap, cap_name = _host_cap(memory_budget_bytes, budget_is_host_memory)
+    cap, cap_name = _host_cap(memory_budget_bytes, budget_is_host_memory, active_ranks().nproc)
     oom_kills = OomKillCounter.of_this_process()
     kills_before = oom_kills.read()
     run = _start(request)
@@ -482,6 +520,8 @@ def probe_workload(workload: str, device: str, timeout_s: float = 120.0) -> Prob
         # The probe saw its GPU as cuda:0; the job records the index the user named.
         index = trial_device(device, os.environ).requested_index
         info = DeviceInfo.model_validate(event["device"])
+        if info.is_cuda and event.get("gpu_count") is not None and active_ranks().distributed:
+            check_gpu_count(active_ranks().nproc, int(event["gpu_count"]))
         return ProbeResult(
             device=info.model_copy(update={"index": index}) if info.is_cuda else info,
             workload=WorkloadInfo.model_validate(event["workload"]),

@@ -57,6 +57,8 @@ CONFIRM_WINDOW_FACTOR = 2
 _DEVICE_CLASS = re.compile(r"^(cuda: \S.*|cpu: \S.*, \d+ cores)$")
 
 MAX_TRIALS = 1000
+#: The most ranks one host runs (``--nproc-per-node``, ``--host-share``).
+MAX_RANKS = 64
 MAX_TRIAL_TIMEOUT_S = 3600.0
 MAX_TIME_BUDGET_S = 7 * 24 * 3600.0
 #: Seconds a trial that compiles may take beyond ``trial_timeout_s`` by default: inductor's
@@ -173,6 +175,12 @@ class TuneOptions(BaseModel):
     profile: bool = True
     #: Seconds the profile may spend measuring, half on the step and half on the loader.
     profile_seconds: float = Field(default=40.0, ge=2, le=600)
+    #: Ranks of the DDP job each trial runs as on this host (``torchrun --nproc-per-node``):
+    #: one GPU each on CUDA, gloo on a CPU; batch_size and num_workers are per rank.
+    nproc_per_node: int = Field(default=1, ge=1, le=MAX_RANKS)
+    #: Ranks the user's launch will run on this host, sharing its cores and memory; None: as
+    #: many as ``nproc_per_node``. Above it, each trial gets that share of the host.
+    host_share: int | None = Field(default=None, ge=1, le=MAX_RANKS)
 
     def measure_plan(self) -> MeasurePlan:
         """The measurement window of a search trial: short, to screen many configurations."""
@@ -287,6 +295,20 @@ class TuneOptions(BaseModel):
                 "one from GET /v1/devices"
             )
         return value
+
+    @property
+    def ranks_sharing_host(self) -> int:
+        """The ranks the host is divided among: ``host_share``, else ``nproc_per_node``."""
+        return self.host_share or self.nproc_per_node
+
+    @model_validator(mode="after")
+    def _share_holds_the_ranks(self) -> TuneOptions:
+        if self.host_share is not None and self.host_share < self.nproc_per_node:
+            raise ValueError(
+                f"host share {self.host_share} is below nproc_per_node {self.nproc_per_node}: the "
+                "ranks measured share the host too; give a host share of at least the ranks"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_run_length(self) -> TuneOptions:
