@@ -84,7 +84,13 @@ def test_cuda_only_knobs_are_not_searched_on_cpu(name: str) -> None:
 def test_cuda_knobs_are_searched_on_ampere(name: str) -> None:
     space = SearchSpace(AMPERE, IMAGES)
     assert space.searched[name] == KNOBS[name].values
-    assert set(space.not_applicable) == {"retain_freed_memory", "intra_op_threads"}  # CPU-only
+    # CPU-only, and the step knobs these descriptions lack the probe's facts for
+    assert set(space.not_applicable) == {
+        "retain_freed_memory",
+        "intra_op_threads",
+        "optimizer_impl",
+        "in_order",
+    }
     assert getattr(space.checklist(), name) is True
 
 
@@ -114,7 +120,13 @@ def test_tf32_needs_compute_capability_8() -> None:
     space = SearchSpace(VOLTA, IMAGES)
     assert "tf32" not in space.searched
     assert "8.0" in space.not_applicable["tf32"]
-    assert set(space.not_applicable) == {"tf32", "retain_freed_memory", "intra_op_threads"}
+    assert set(space.not_applicable) == {
+        "tf32",
+        "retain_freed_memory",
+        "intra_op_threads",
+        "optimizer_impl",
+        "in_order",
+    }
     for name in ("pin_memory", "device_prefetch", "cudnn_benchmark"):
         assert space.searched[name] == (False, True)
 
@@ -503,7 +515,7 @@ def test_range_dict_is_the_same_as_lo_hi() -> None:
         ({"num_workers": "8..2"}, "upper end is below"),
         ({"pin_memory": "false..true"}, "numeric knob"),
         ({"batch_size": "4096..8192"}, "no allowed value left"),
-        ({"amp": "fp16"}, "no allowed value left"),
+        ({"amp": "fp16"}, "amp=fp16 cannot run on test cpu; use one of off"),
         ({"batch_size": "1024,2048"}, "no allowed value left"),
     ],
 )

@@ -2,9 +2,15 @@
 
 from autotune.measure._batches import DevicePrefetcher, to_device
 from autotune.measure._compile import compile_unavailable
+from autotune.measure._cuda_allocator import (
+    expandable_segments_environment,
+    use_expandable_segments,
+)
+from autotune.measure._cuda_graphs import UnsuitedValue
 from autotune.measure._fingerprint import (
     DeviceIdentity,
     comparable_identity,
+    dataloader_takes_in_order,
     device_identity,
     device_info,
     device_uuid,
@@ -31,6 +37,7 @@ from autotune.measure._loop import (
 )
 from autotune.measure._measure import WindowMetrics, measure
 from autotune.measure._nvml import UtilizationSampler, nvml_devices
+from autotune.measure._optimizer import supported_implementations, with_implementation
 from autotune.measure._step import (
     TrainingStep,
     WaitClock,
@@ -53,6 +60,7 @@ __all__ = [
     "TrainingLoop",
     "TrainingStep",
     "TreeMemorySampler",
+    "UnsuitedValue",
     "UtilizationSampler",
     "VISIBLE_ENV",
     "WaitClock",
@@ -63,9 +71,11 @@ __all__ = [
     "call_model",
     "compile_unavailable",
     "comparable_identity",
+    "dataloader_takes_in_order",
     "device_identity",
     "device_info",
     "device_uuid",
+    "expandable_segments_environment",
     "fingerprint",
     "fingerprint_differences",
     "glibc_malloc",
@@ -78,7 +88,10 @@ __all__ = [
     "retain_freed_memory",
     "returned_loss",
     "set_tf32",
+    "supported_implementations",
     "to_device",
     "tree_memory_bytes",
+    "use_expandable_segments",
     "visible_devices",
+    "with_implementation",
 ]

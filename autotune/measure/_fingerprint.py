@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import platform
 from pathlib import Path
@@ -88,6 +89,7 @@ def device_info(device: torch.device) -> DeviceInfo:
             compute_capability=(props.major, props.minor),
             cpu_count=cpu_count(),
             glibc_malloc=glibc_malloc(),
+            dataloader_in_order=dataloader_takes_in_order(),
         )
     return DeviceInfo(
         type="cpu",
@@ -97,7 +99,13 @@ def device_info(device: torch.device) -> DeviceInfo:
         bf16_native=bool(_CPU_BF16_FLAGS & cpu_flags()),
         cpu_count=cpu_count(),
         glibc_malloc=glibc_malloc(),
+        dataloader_in_order=dataloader_takes_in_order(),
     )
+
+
+def dataloader_takes_in_order() -> bool:
+    """Whether the installed torch's ``DataLoader`` takes ``in_order`` (torch 2.6 and later)."""
+    return "in_order" in inspect.signature(torch.utils.data.DataLoader.__init__).parameters
 
 
 def device_uuid(device: torch.device) -> str | None:

@@ -20,6 +20,9 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from autotune.measure._batches import batch_size_of, first_tensor
+from autotune.measure._cuda_graphs import GraphWatch
+from autotune.measure._distributed import rank0_decides, shard_loader_kwargs, wrap_model
+from autotune.measure._optimizer import with_implementation
 from autotune.measure._step import TrainingStep, WaitClock, forward_loss
 from autotune.space import Config
 from autotune.workload import Workload
@@ -67,7 +70,9 @@ def build_loader(workload: Workload, config: Config, dataset: Any) -> DataLoader
         kwargs["persistent_workers"] = config.persistent_workers
         if config.prefetch_factor is not None:
             kwargs["prefetch_factor"] = config.prefetch_factor
-    return DataLoader(dataset, **kwargs)
+        if not config.in_order:
+            kwargs["in_order"] = False
+    return DataLoader(dataset, **shard_loader_kwargs(dataset, kwargs))
 
 
 def _loader_length(loader: DataLoader[Any]) -> int | None:
@@ -89,10 +94,14 @@ class TrainingLoop:
         self.workload = workload
         self.config = config
         self.device = device
-        self.training = TrainingStep(config, device)
-        self.model = self.training.prepare_model(workload.model())
+        self.training = TrainingStep(config, device, workload.max_grad_norm)
+        # In a DDP trial (one rank of several) the model all-reduces its gradients.
+        self.model = wrap_model(self.training.prepare_model(workload.model()), device)
         self.model.train()
-        self.optimizer = workload.optimizer(self.model.parameters())
+        self.optimizer = with_implementation(
+            workload.optimizer(self.model.parameters()), config.optimizer_impl
+        )
+        self.graphs = GraphWatch(config)
         self.loader = build_loader(workload, config, workload.dataset())
         self.steps_per_epoch = _loader_length(self.loader)
         #: Steps at the start of an epoch whose waits make up its start cost: one batch from
@@ -136,6 +145,7 @@ class TrainingLoop:
             ending = self._exposed_loader_s() - waited
             batch, wait = self._first_batch()
             wait += ending
+        self.graphs.saw(batch)
         self.last_wait_s = wait
         self.last_in_epoch_start = self._epoch_step < self.start_steps
         if self.last_in_epoch_start:
@@ -174,8 +184,9 @@ class TrainingLoop:
     def step(self, batch: Any) -> int:
         """One micro-step (forward, backward, optimizer on accumulation boundaries)."""
         started = time.perf_counter()
+        self.graphs.begin_step()
         with self.training.autocast():
-            loss = forward_loss(self.workload, self.model, batch)
+            loss = forward_loss(self.workload, self.model, batch, self._epoch_step - 1)
         self.training.backward(loss, self.optimizer)
         self._add_loss(loss.detach())
         self.last_step_s = time.perf_counter() - started
@@ -189,6 +200,11 @@ class TrainingLoop:
             self._loss_sum = torch.zeros((), dtype=torch.float32, device=loss.device)
         # A single-element loss of any shape; backward has already refused anything larger.
         self._loss_sum.add_(loss.reshape(()))
+
+    def decide(self, stop: bool) -> bool:
+        """Whether to stop stepping: ``stop`` here, rank 0's in a DDP trial, so that every
+        rank takes the same steps (see :mod:`autotune.measure._distributed`)."""
+        return rank0_decides(stop, self.device)
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":

@@ -67,15 +67,18 @@ def measure(
 
     A configuration that compiles first steps until compilation is done (timed apart, as
     ``compile_s``), with inductor's caches empty, as on a user's first run.
-    Raises :class:`NonFiniteLoss` when a loss was NaN/inf; errors from the workload propagate.
+    Raises :class:`NonFiniteLoss` when a loss was NaN/inf, and
+    :class:`~autotune.measure.UnsuitedValue` when the step cannot run under the CUDA graphs
+    its compile mode records; errors from the workload propagate.
     """
     compiles = config.compile != "off"
     with fresh_compile_caches() if compiles else contextlib.nullcontext():
         loop = _set_up(workload, config, device, plan)
-        compiling = compile_phase(loop, progress) if compiles else None
-        warmup_steps = warm_up(loop, plan, progress)
-        window = time_window(loop, plan, progress)
-        amortised = amortise_epoch_start(loop, window)
+        with loop.graphs.failures_explained():  # CUDA graphs that break the step say so
+            compiling = compile_phase(loop, progress) if compiles else None
+            warmup_steps = warm_up(loop, plan, progress)
+            window = time_window(loop, plan, progress)
+            amortised = amortise_epoch_start(loop, window)
         return _window_metrics(loop, window, amortised, warmup_steps, compiling)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from autotune.measure._batches import DevicePrefetcher, to_device
+from autotune.measure._cuda_allocator import use_expandable_segments
 from autotune.measure._host_allocator import retain_freed_memory
 from autotune.space import Config
 from autotune.workload import ModelInputs, Workload
@@ -45,9 +46,9 @@ def set_tf32(enabled: bool) -> None:
 
 def apply_backend_flags(config: Config, device: torch.device) -> None:
     """Set the process-wide settings the configuration chose: glibc's malloc thresholds when
-    it retains freed memory, the intra-op thread count, the CUDA backend flags; ``tf32=None``
-    and ``intra_op_threads=None`` leave PyTorch's own defaults (and anything the user set)
-    untouched."""
+    it retains freed memory, the intra-op thread count, the CUDA backend flags and the
+    caching allocator's expandable segments; ``tf32=None`` and ``intra_op_threads=None`` leave
+    PyTorch's own defaults (and anything the user set) untouched."""
     if config.retain_freed_memory:
         retain_freed_memory()
     if config.intra_op_threads is not None:
@@ -55,16 +56,19 @@ def apply_backend_flags(config: Config, device: torch.device) -> None:
     if device.type != "cuda":
         return
     torch.backends.cudnn.benchmark = config.cudnn_benchmark
+    if config.expandable_segments:
+        use_expandable_segments()
     if config.tf32 is not None:
         set_tf32(config.tf32)
 
 
-def call_model(model: Any, inputs: Any, style: ModelInputs = "auto") -> Any:
+def call_model(model: Any, inputs: Any, style: ModelInputs = "auto", batch_idx: int = 0) -> Any:
     """Call ``model`` on one batch's inputs, as Hugging Face's ``Trainer`` does.
 
     A dict (any mapping) is passed as keyword arguments, ``model(**inputs)``; anything else as
     one argument, ``model(inputs)``. ``style`` ``"kwargs"`` insists on a dict and
-    ``"positional"`` passes even a dict as one argument.
+    ``"positional"`` passes even a dict as one argument; ``"training_step"`` calls the model's
+    own ``training_step(inputs, batch_idx)``, as Lightning's ``Trainer`` does.
 
     Example:
         >>> call_model(lambda x, y: x + y, {"x": 1, "y": 2})
@@ -74,6 +78,8 @@ def call_model(model: Any, inputs: Any, style: ModelInputs = "auto") -> Any:
     """
     if style == "positional":
         return model(inputs)
+    if style == "training_step":
+        return model.training_step(inputs, batch_idx)
     if isinstance(inputs, Mapping):
         return model(**inputs)
     if style == "kwargs":
@@ -110,7 +116,7 @@ def split_batch(batch: Any, model_computes_loss: bool) -> tuple[Any, Any]:
     return batch[0], batch[1]
 
 
-def forward_loss(workload: Workload, model: Any, batch: Any) -> torch.Tensor:
+def forward_loss(workload: Workload, model: Any, batch: Any, batch_idx: int = 0) -> torch.Tensor:
     """The forward pass and loss of one batch already on the device, as the workload defines
     them (its device transform, how its model takes inputs, its loss or the model's own).
 
@@ -120,7 +126,7 @@ def forward_loss(workload: Workload, model: Any, batch: Any) -> torch.Tensor:
     inputs, target = split_batch(batch, model_computes_loss=loss_fn is None)
     if workload.device_transform is not None:
         inputs = workload.device_transform(inputs)
-    output = call_model(model, inputs, workload.model_inputs)
+    output = call_model(model, inputs, workload.model_inputs, batch_idx)
     return returned_loss(output) if loss_fn is None else loss_fn(output, target)
 
 
@@ -169,12 +175,16 @@ class TrainingStep:
     """Batches, autocast and backward for one configuration on one device.
 
     The only state is the gradient scaler (fp16) and the micro-step count of gradient
-    accumulation.
+    accumulation. With ``max_grad_norm`` the gradients' total norm is clipped to it before
+    every optimizer step (unscaled first under fp16), as the frameworks' trainers do.
     """
 
-    def __init__(self, config: Config, device: torch.device) -> None:
+    def __init__(
+        self, config: Config, device: torch.device, max_grad_norm: float | None = None
+    ) -> None:
         self.config = config
         self.device = device
+        self.max_grad_norm = max_grad_norm
         self._dtype = autocast_dtype(config)
         self._scaler: torch.amp.GradScaler | None = None
         self._micro_steps = 0
@@ -259,6 +269,13 @@ class TrainingStep:
         self._micro_steps += 1
         if self._micro_steps % steps:
             return False
+        if self.max_grad_norm is not None:
+            if scaler is not None:
+                scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(
+                [p for group in optimizer.param_groups for p in group["params"]],
+                self.max_grad_norm,
+            )
         if scaler is not None:
             scaler.step(optimizer)
             scaler.update()

@@ -39,7 +39,7 @@ def compile_phase(loop: TrainingLoop, progress: ProgressSink | None = None) -> t
         loop.synchronize()
         seconds += time.perf_counter() - started
         steps += 1
-        if compilations() == before:
+        if loop.decide(compilations() == before):
             break
     if progress is not None:
         progress({"event": "compiled"})
@@ -89,6 +89,8 @@ def _steps_until_settled(
         samples = loop.step(loop.next_batch())
         total += 1
         if loop.last_in_epoch_start:  # an epoch's start is not its steady state
+            if loop.decide(False):  # every rank of a DDP trial takes part in each decision
+                return total
             continue
         now = time.perf_counter()
         steps.append(now - step_started)
@@ -105,9 +107,8 @@ def _steps_until_settled(
                     "samples_per_s": statistics.median(rates),
                 }
             )
-        if now - started > plan.max_warmup_s:
-            return total
-        if len(steps) >= minimum and _settled(waits, steps, span):
+        timed_out = now - started > plan.max_warmup_s
+        if loop.decide(timed_out or (len(steps) >= minimum and _settled(waits, steps, span))):
             return total
 
 

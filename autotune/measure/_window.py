@@ -131,7 +131,7 @@ def time_window(
         record.host_steps_s.append(now - previous)
         previous = now
         elapsed = now - start
-        if length.ends_at(record.steps, ordinary_steps, elapsed):
+        if loop.decide(length.ends_at(record.steps, ordinary_steps, elapsed)):
             break
         if (
             progress is not None

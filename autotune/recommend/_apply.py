@@ -6,7 +6,7 @@ Example:
         rec = autotune.load_recommendation("best.json")
         loader = rec.dataloader(dataset, shuffle=True)
         model = rec.prepare_model(model)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        optimizer = rec.prepare_optimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
         for inputs, target in rec.batches(loader):
             with rec.autocast():
                 loss = loss_fn(rec.call_model(model, inputs), target)
@@ -34,7 +34,13 @@ import torch
 from torch.utils.data import DataLoader
 
 from autotune.errors import ConfigError
-from autotune.measure import TrainingStep, call_model
+from autotune.measure import (
+    TrainingStep,
+    call_model,
+    dataloader_takes_in_order,
+    use_expandable_segments,
+    with_implementation,
+)
 from autotune.recommend._export import dataloader_kwargs
 from autotune.recommend._schema import read_config, validate_recommendation
 from autotune.space import Config
@@ -80,21 +86,32 @@ class Recommendation:
         Keyword arguments override the recommendation (``shuffle``, ``collate_fn``, or a
         knob). Overriding ``num_workers`` to 0 also drops the worker-only settings, unless
         they are given too. Pinned memory only speeds up copies to a GPU, so it is off when
-        the device is the CPU.
+        the device is the CPU. ``in_order=False`` hands out each batch as soon as a worker has
+        it, so samples come in a different order within a window of
+        ``num_workers * prefetch_factor`` batches (the epoch still holds each sample once).
         """
         kwargs = dataloader_kwargs(self._config)
         if self._device.type != "cuda":
             kwargs["pin_memory"] = False
         kwargs.update(overrides)
         if kwargs.get("num_workers", 0) == 0:
-            for worker_only in ("persistent_workers", "prefetch_factor"):
+            for worker_only in ("persistent_workers", "prefetch_factor", "in_order"):
                 if worker_only not in overrides:
                     kwargs.pop(worker_only, None)
+        if kwargs.get("in_order") is False and not dataloader_takes_in_order():
+            raise ConfigError(
+                "the recommendation sets the DataLoader's in_order=False, which this torch's "
+                "DataLoader does not take (torch 2.6 and later do); upgrade torch or pass "
+                "in_order=True"
+            )
+        if kwargs.get("in_order") is True and not dataloader_takes_in_order():
+            kwargs.pop("in_order")  # PyTorch's own behaviour, which an older DataLoader has
         return DataLoader(dataset, **kwargs)
 
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Move ``model`` to the device, in channels_last when recommended, set the backend
-        flags (``cudnn.benchmark``, TF32) and glibc's malloc thresholds
+        flags (``cudnn.benchmark``, TF32, CUDA's expandable segments: call it before anything
+        else puts tensors on the GPU) and glibc's malloc thresholds
         (``retain_freed_memory``, for this process and the DataLoader workers it starts
         afterwards) the recommendation was measured with, and ``torch.compile`` it with the
         recommended mode; TF32 left unset in the recommendation stays as PyTorch (or your
@@ -104,6 +121,16 @@ class Recommendation:
         ``_orig_mod.``: save the module you passed in instead.
         """
         return self._step.prepare_model(model)
+
+    def prepare_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """Your optimizer rebuilt with the recommended implementation (``fused=True`` or
+        ``foreach=True``): the same class, parameter groups and hyper-parameters; returned
+        as it is when the recommendation leaves it (``optimizer_impl`` ``default``). Call it
+        before the first step and before building a learning-rate scheduler on it."""
+        try:
+            return with_implementation(optimizer, self._config.optimizer_impl)
+        except ValueError as error:
+            raise ConfigError(f"optimizer_impl={self._config.optimizer_impl}: {error}") from None
 
     def call_model(self, model: Any, inputs: Any, style: ModelInputs = "auto") -> Any:
         """Call ``model`` as the trials did: a dict batch as keyword arguments
@@ -200,7 +227,9 @@ def load_recommendation(
     """Load and validate a recommendation from a JSON file's path or an already parsed dict.
 
     ``device`` overrides the device the recommendation was made for (``"cpu"``,
-    ``"cuda:1"``); by default it is that device's type, which must be available here.
+    ``"cuda:1"``); by default it is that device's type, which must be available here. A
+    recommendation with ``expandable_segments`` sets CUDA's allocator for them here, so load
+    it before anything starts CUDA.
     Raises :class:`~autotune.errors.ConfigError` with the reason when the file is missing,
     not JSON, or not a valid recommendation.
     """
@@ -208,4 +237,7 @@ def load_recommendation(
     validate_recommendation(document)
     config = read_config(document["config"], "config")
     resolved = _resolve_device(document["device"]["type"], device)
+    if config.expandable_segments and resolved.type == "cuda":
+        # The allocator reads it when CUDA starts: as early as autotune gets to set it.
+        use_expandable_segments()
     return Recommendation(config, resolved, document)

@@ -27,6 +27,7 @@ _FAILURES = {
     "timeout": "timed out",
     "error": "failed with an error",
     "crashed": "crashed",
+    "unsuited": "used a knob's value that its step cannot run with",
 }
 
 

@@ -12,7 +12,7 @@ from autotune.predict import Profile
 from autotune.recommend._batch import batch_answers, batch_sentence
 from autotune.recommend._diagnosis import TrialView, diagnose
 from autotune.recommend._document_model import SCHEMA, RecommendationDocument
-from autotune.recommend._export import exports
+from autotune.recommend._export import exports, launch_exports
 from autotune.recommend._runs import CandidateRuns, Confirmation
 from autotune.space import Config, DeviceInfo
 from autotune.store import TrialRecord
@@ -180,6 +180,7 @@ def build_document(
     profile: Profile | None = None,
     optimizer: str = "",
     effective_batch_forced: bool = False,
+    distributed: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The recommendation document (schema ``autotune.recommendation/v1``), as
     :class:`RecommendationDocument` checks and writes it.
@@ -188,6 +189,8 @@ def build_document(
     ``steps``); ``speedup`` is over that run, compile time included. ``optimizer`` (the
     workload's optimizer class) picks the learning-rate advice when the recommendation changes
     the effective batch; ``effective_batch_forced``: the search held it (``--effective-batch``).
+    ``distributed`` (``nproc_per_node``, ``backend``, ``host_share``): the ranks each trial ran
+    as and the ranks sharing the host; the launch and the global batch follow from them.
     """
     winner, baseline = confirmation.winner, confirmation.baseline
     diagnosis = diagnose(
@@ -202,7 +205,14 @@ def build_document(
         confirmation, optimizer, effective_batch_forced, _metrics
     )
     # The drop-in answer is applied the same way as the recommendation.
-    same_batch["exports"] = exports(Config.model_validate(same_batch["config"]), device)
+    same_batch["exports"] = exports(Config.model_validate(same_batch["config"]), device, optimizer)
+    launch_ranks = (
+        max(distributed["nproc_per_node"], distributed["host_share"]) if distributed else 1
+    )
+    if launch_ranks > 1:
+        # Every rank steps the per-rank batch: the launch's batch is the ranks' sum.
+        same_batch["global_effective_batch"] = same_batch["effective_batch"] * launch_ranks
+        same_batch["exports"]["launch"] = launch_exports(launch_ranks)
     diagnosis += batch_sentence(same_batch, batch_change, baseline.config.public_dict())
     ratios = confirmation.paired_ratios
     document = {
@@ -241,7 +251,8 @@ def build_document(
         ),
         "trials": trial_counts,
         "diagnosis": diagnosis,
-        "exports": exports(winner.config, device),
+        "exports": exports(winner.config, device, optimizer)
+        | ({"launch": launch_exports(launch_ranks)} if launch_ranks > 1 else {}),
         "candidates": [
             {
                 "config": entry.config.public_dict(),
@@ -259,6 +270,7 @@ def build_document(
         # The step alone per batch/precision, the loader alone per worker count, and the
         # memory model: the bounds the search was seeded from (null without a profile).
         "profile": profile.public_dict() if profile is not None else None,
+        **({"distributed": distributed} if distributed is not None else {}),
         "fingerprint": fingerprint,
         "job_id": job_id,
         "created_at": datetime.now(UTC).isoformat(),

@@ -38,6 +38,9 @@ KNOBS_ADDED_LATER: dict[str, Any] = {
     "compile": "off",
     "retain_freed_memory": False,
     "intra_op_threads": None,
+    "optimizer_impl": "default",
+    "expandable_segments": False,
+    "in_order": True,
 }
 
 
@@ -153,6 +156,11 @@ class SameEffectiveBatch(_Section):
     metrics: MeasuredMetrics
     speedup: Number | None
     exports: Omittable[Exports] = Field(None, description="The drop-in answer's exports.")
+    global_effective_batch: Omittable[StrictInt] = Field(
+        None,
+        description="Samples per optimizer step over every rank of the launch: the effective "
+        "batch (per rank) times the ranks; present with several ranks.",
+    )
 
 
 class BatchChange(_Section):
@@ -216,6 +224,25 @@ class Trials(_Section):
     by_outcome: Omittable[dict[str, StrictInt]] = None
 
 
+class Launch(_Section):
+    """How to start the ranks the recommendation was tuned for, per launcher."""
+
+    torchrun: StrictStr = Field(description="The command line, for your training script.")
+    lightning_trainer: Kwargs = Field(description="Trainer's ``devices`` and ``strategy``.")
+    accelerate: Kwargs = Field(description="``accelerate launch``'s ``num_processes``.")
+
+
+class Distributed(_Section):
+    """The ranks each trial ran as on one host, and how many ranks share the host."""
+
+    nproc_per_node: StrictInt = Field(description="DDP ranks each trial ran as.")
+    backend: StrictStr = Field(description="``nccl`` on CUDA, ``gloo`` on a CPU.")
+    host_share: StrictInt = Field(
+        description="Ranks of the launch sharing the host: each was tuned with this share of "
+        "its cores and memory (batch size and workers are per rank)."
+    )
+
+
 class Exports(_Section):
     """The recommendation as keyword arguments for the places users set these knobs."""
 
@@ -229,8 +256,16 @@ class Exports(_Section):
         "to set each; present when there are any.",
     )
     torch_compile: Omittable[Kwargs] = Field(None, description="Present when it compiles.")
+    optimizer: Omittable[Kwargs] = Field(
+        None,
+        description="Arguments to add to the optimizer's constructor (fused=True or "
+        "foreach=True); present when its implementation is chosen.",
+    )
     environment: Omittable[dict[str, StrictStr]] = Field(
         None, description="Variables to set before Python starts; present when there are any."
+    )
+    launch: Omittable[Launch] = Field(
+        None, description="How to start the ranks; present when tuned for several."
     )
 
 
@@ -290,6 +325,9 @@ class RecommendationDocument(_Section):
     memory_budget_bytes: StrictInt | None = None
     search_space: Omittable[dict[str, Any]] = None
     profile: ProfileSection | None = None
+    distributed: Omittable[Distributed] = Field(
+        None, description="The ranks and host share it was tuned for; absent before ranks."
+    )
     fingerprint: dict[str, Any] | None = None
     job_id: Omittable[StrictInt] = None
     created_at: Omittable[StrictStr] = Field(None, json_schema_extra={"format": "date-time"})

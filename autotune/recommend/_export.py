@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autotune.measure import RETAIN_ENVIRONMENT
+from autotune.measure import RETAIN_ENVIRONMENT, expandable_segments_environment
 from autotune.space import KNOBS, Config, DeviceInfo
 
 # Lightning 2.x names (``lightning.pytorch.Trainer``): the precision strings replaced 1.x's
@@ -41,7 +41,34 @@ def dataloader_kwargs(config: Config) -> dict[str, Any]:
         kwargs["persistent_workers"] = config.persistent_workers
         if config.prefetch_factor is not None:
             kwargs["prefetch_factor"] = config.prefetch_factor
+        if not config.in_order:  # torch 2.6 and later; left out at PyTorch's default
+            kwargs["in_order"] = False
     return kwargs
+
+
+def optimizer_kwargs(config: Config) -> dict[str, Any] | None:
+    """Keyword arguments to add to the optimizer's constructor (``fused=True`` or
+    ``foreach=True``); None when its implementation is left as the workload built it.
+
+    Example:
+        >>> optimizer_kwargs(Config(optimizer_impl="fused"))
+        {'fused': True}
+    """
+    if config.optimizer_impl == "default":
+        return None
+    return {config.optimizer_impl: True}
+
+
+#: Hugging Face ``TrainingArguments.optim`` names for an optimizer class and implementation.
+_HF_OPTIM = {("AdamW", "fused"): "adamw_torch_fused"}
+
+
+def hf_optim(config: Config, optimizer: str) -> str | None:
+    """``TrainingArguments.optim`` for the workload's ``optimizer`` class (the Trainer's own is
+    AdamW) with the recommended implementation; None where the Trainer has no such name."""
+    if config.optimizer_impl == "default":
+        return None
+    return _HF_OPTIM.get((optimizer or "AdamW", config.optimizer_impl))
 
 
 def lightning_trainer_kwargs(config: Config, device: DeviceInfo) -> dict[str, Any]:
@@ -110,7 +137,14 @@ _LIGHTNING_EXPRESSES = frozenset({"amp", "grad_accum_steps"})
 #: Knobs an Accelerate ``Accelerator`` expresses (``compile`` only in inductor's default mode).
 _ACCELERATE_EXPRESSES = frozenset({"amp", "grad_accum_steps"})
 
-_LOADER_KNOBS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+_LOADER_KNOBS = (
+    "batch_size",
+    "num_workers",
+    "pin_memory",
+    "prefetch_factor",
+    "persistent_workers",
+    "in_order",
+)
 _BY_HAND = {
     **{name: 'build the DataLoader with exports["dataloader"]' for name in _LOADER_KNOBS},
     "compile": 'torch.compile(model, **exports["torch_compile"])',
@@ -120,6 +154,8 @@ _BY_HAND = {
     "tf32": 'torch.backends.cuda.matmul.fp32_precision = "tf32" (and cudnn.conv)',
     "retain_freed_memory": 'start Python with exports["environment"]',
     "intra_op_threads": 'start Python with exports["environment"] (OMP_NUM_THREADS)',
+    "expandable_segments": 'start Python with exports["environment"] (PYTORCH_CUDA_ALLOC_CONF)',
+    "optimizer_impl": 'build the optimizer with exports["optimizer"] added to its arguments',
 }
 #: Where a framework has its own place for a knob it has no argument for.
 _BY_HAND_IN = {
@@ -130,6 +166,7 @@ _BY_HAND_IN = {
             for name in _LOADER_KNOBS
         },
         "compile": 'torch.compile(the LightningModule, **exports["torch_compile"])',
+        "optimizer_impl": 'add exports["optimizer"] to the optimizer configure_optimizers() builds',
     },
     "accelerate": {
         "compile": 'Accelerator(dynamo_plugin=TorchDynamoPlugin(backend="inductor", '
@@ -163,7 +200,9 @@ def _expressed(section: str, config: Config, device: DeviceInfo) -> frozenset[st
     return _ACCELERATE_EXPRESSES | ({"compile"} if config.compile == "default" else set())
 
 
-def set_by_hand(config: Config, device: DeviceInfo) -> dict[str, dict[str, str]]:
+def set_by_hand(
+    config: Config, device: DeviceInfo, optimizer: str = ""
+) -> dict[str, dict[str, str]]:
     """Per framework section, the recommended knobs its arguments cannot express and how to
     set each: every knob whose value is not PyTorch's default and is not in the section.
 
@@ -189,6 +228,8 @@ def set_by_hand(config: Config, device: DeviceInfo) -> dict[str, dict[str, str]]
     sections: dict[str, dict[str, str]] = {}
     for section in ("hf_training_arguments", "lightning_trainer", "accelerate"):
         expressed = _expressed(section, config, device)
+        if section == "hf_training_arguments" and hf_optim(config, optimizer) is not None:
+            expressed |= {"optimizer_impl"}
         hand = {
             name: _BY_HAND_IN.get(section, {}).get(name)
             or _BY_HAND.get(name)
@@ -201,7 +242,7 @@ def set_by_hand(config: Config, device: DeviceInfo) -> dict[str, dict[str, str]]
     return sections
 
 
-def exports(config: Config, device: DeviceInfo) -> dict[str, dict[str, Any]]:
+def exports(config: Config, device: DeviceInfo, optimizer: str = "") -> dict[str, dict[str, Any]]:
     """The recommendation's ``exports`` section: ``dataloader``, ``lightning_trainer``,
     ``hf_training_arguments`` and ``accelerate`` keyword arguments for ``config`` on
     ``device``; ``set_by_hand``, per framework, the knobs its arguments cannot express;
@@ -209,14 +250,23 @@ def exports(config: Config, device: DeviceInfo) -> dict[str, dict[str, Any]]:
     argument for it: compile the LightningModule with them), and ``environment`` when glibc is
     to retain freed memory or the step's threads are set: variables to set before Python
     starts, for a script that does not call ``rec.prepare_model`` (which sets the same
-    thresholds, and ``torch.set_num_threads``, in the running process)."""
+    thresholds, and ``torch.set_num_threads``, in the running process), or CUDA's allocator is
+    to map expandable segments; ``optimizer``, the arguments to add to the optimizer's
+    constructor when its implementation is chosen (``optimizer``: the workload's optimizer
+    class, which picks Hugging Face's ``optim`` name)."""
     sections = {
         "dataloader": dataloader_kwargs(config),
         "lightning_trainer": lightning_trainer_kwargs(config, device),
         "hf_training_arguments": hf_training_arguments(config, device),
         "accelerate": accelerate_kwargs(config, device),
     }
-    hand = set_by_hand(config, device)
+    optim = hf_optim(config, optimizer)
+    if optim is not None:
+        sections["hf_training_arguments"]["optim"] = optim
+    optimizer_arguments = optimizer_kwargs(config)
+    if optimizer_arguments is not None:
+        sections["optimizer"] = optimizer_arguments
+    hand = set_by_hand(config, device, optimizer)
     if hand:
         sections["set_by_hand"] = hand
     compile_kwargs = torch_compile_kwargs(config)
@@ -229,6 +279,23 @@ def exports(config: Config, device: DeviceInfo) -> dict[str, dict[str, Any]]:
         # PyTorch sizes its intra-op pool from this at start (DataLoader workers set their own
         # to 1 whatever it says).
         environment["OMP_NUM_THREADS"] = str(config.intra_op_threads)
+    if config.expandable_segments and device.is_cuda:
+        environment.update(expandable_segments_environment({}))
     if environment:
         sections["environment"] = environment
     return sections
+
+
+def launch_exports(ranks: int) -> dict[str, Any]:
+    """``exports.launch``: how to start ``ranks`` DDP ranks on one host with torchrun,
+    Lightning's ``Trainer`` and ``accelerate launch``; batch size and workers are per rank.
+
+    Example:
+        >>> launch_exports(2)["torchrun"]
+        'torchrun --standalone --nproc-per-node 2 YOUR_SCRIPT.py'
+    """
+    return {
+        "torchrun": f"torchrun --standalone --nproc-per-node {ranks} YOUR_SCRIPT.py",
+        "lightning_trainer": {"devices": ranks, "strategy": "ddp"},
+        "accelerate": {"num_processes": ranks},
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autotune.space import TORCH_DEFAULT_PREFETCH_FACTOR, Config
@@ -21,13 +22,17 @@ def needs_at_least_as_much_memory(config: Config, failed: Config) -> bool:
     a batch prefetched to the device and freed memory kept by malloc only add memory as they
     grow or turn on. Precision and layout have no such order (autocast keeps fp32 weights plus
     cached half copies; channels_last may copy inputs), nor has torch.compile (it changes which
-    activations are saved for backward, and its compile workers use host memory), so they must
-    be equal. A configuration smaller in any one knob might fit, and is measured.
+    activations are saved for backward, and its compile workers use host memory), nor the
+    optimizer's implementation (foreach holds temporaries over every parameter), so they must
+    be equal; expandable segments only let more fit. A configuration smaller in any one knob
+    might fit, and is measured.
     """
     return (
         config.amp == failed.amp
         and config.channels_last == failed.channels_last
         and config.compile == failed.compile
+        and config.optimizer_impl == failed.optimizer_impl
+        and config.expandable_segments <= failed.expandable_segments
         and config.batch_size >= failed.batch_size
         and config.num_workers >= failed.num_workers
         and _batches_ahead_per_worker(config) >= _batches_ahead_per_worker(failed)
@@ -40,16 +45,35 @@ def needs_at_least_as_much_memory(config: Config, failed: Config) -> bool:
 
 @dataclass
 class InfeasibleSet:
-    """Remembers configurations that ran out of memory; skips those that need at least as much."""
+    """Remembers configurations that ran out of memory; skips those that need at least as much,
+    and those ``over_host`` rules out (workers on every rank sharing the host, more than it
+    holds)."""
 
+    over_host: Callable[[Config], str | None] | None = None
     _failures: list[Config] = field(default_factory=list)
+    #: Knob values (as written) a trial found the workload's step cannot use, set aside for
+    #: the job, with that trial's error.
+    _set_aside: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def add(self, config: Config) -> None:
         self._failures.append(config.normalized())
 
+    def set_aside(self, config: Config, error: str) -> None:
+        """Set aside the knob value an ``unsuited`` trial of ``config`` names: its error starts
+        with ``KNOB=VALUE`` (see ``autotune.measure.UnsuitedValue``)."""
+        knob, _, value = error.split(" ", 1)[0].partition("=")
+        if knob in Config.model_fields and str(getattr(config, knob)) == value:
+            self._set_aside[(knob, value)] = error
+
     def reason(self, config: Config) -> str | None:
         """Why ``config`` cannot fit, or None if nothing known rules it out."""
         config = config.normalized()
+        for (knob, value), error in self._set_aside.items():
+            if str(getattr(config, knob)) == value:
+                return error
+        host = None if self.over_host is None else self.over_host(config)
+        if host is not None:
+            return host
         for failed in self._failures:
             if needs_at_least_as_much_memory(config, failed):
                 return (

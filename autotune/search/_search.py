@@ -36,6 +36,9 @@ class Observation:
     pruned: bool = False
     out_of_memory: bool = False
     cancelled: bool = False
+    #: The error of a trial that found a knob's value the step cannot use (``unsuited``): the
+    #: value is set aside for the rest of the job.
+    unsuited: str | None = None
 
 
 #: Measures one configuration for an Optuna trial in the given phase.
@@ -91,6 +94,8 @@ class SearchState:
         self.measured += 1
         if observation.out_of_memory:
             self.infeasible.add(config)
+        if observation.unsuited is not None:
+            self.infeasible.set_aside(config, observation.unsuited)
         if not observation.pruned and observation.value > self.best * (1 + MIN_IMPROVEMENT):
             self.since_improvement = 0
         else:

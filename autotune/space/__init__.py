@@ -1,8 +1,22 @@
 """The knobs, one configuration, and the search space of a job on a device."""
 
-from autotune.space._config import TORCH_DEFAULT_PREFETCH_FACTOR, AmpMode, CompileMode, Config
+from autotune.space._config import (
+    TORCH_DEFAULT_PREFETCH_FACTOR,
+    AmpMode,
+    CompileMode,
+    Config,
+    OptimizerImpl,
+)
 from autotune.space._facts import DeviceInfo, WorkloadInfo
-from autotune.space._knobs import KNOBS, Knob, amp_modes, compile_modes, default_max_workers
+from autotune.space._knobs import (
+    CUDA_GRAPH_MODES,
+    KNOBS,
+    Knob,
+    amp_modes,
+    compile_modes,
+    default_max_workers,
+    value_unavailable,
+)
 from autotune.space._space import (
     SearchSpace,
     check_knob_settings,
@@ -12,6 +26,7 @@ from autotune.space._space import (
 )
 
 __all__ = [
+    "CUDA_GRAPH_MODES",
     "KNOBS",
     "TORCH_DEFAULT_PREFETCH_FACTOR",
     "AmpMode",
@@ -19,6 +34,7 @@ __all__ = [
     "Config",
     "DeviceInfo",
     "Knob",
+    "OptimizerImpl",
     "SearchSpace",
     "WorkloadInfo",
     "amp_modes",
@@ -28,4 +44,5 @@ __all__ = [
     "default_max_workers",
     "has_control_character",
     "parse_assignments",
+    "value_unavailable",
 ]

@@ -8,7 +8,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 AmpMode = Literal["off", "fp16", "bf16"]
-CompileMode = Literal["off", "default", "max-autotune"]
+CompileMode = Literal[
+    "off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"
+]
+#: How the optimizer steps: PyTorch's choice for the device (or the user's own flag), or the
+#: class's ``foreach`` (one kernel per operation over all tensors) or ``fused`` implementation.
+OptimizerImpl = Literal["default", "foreach", "fused"]
 
 #: More DataLoader processes than this is a mistake, never a speed-up.
 MAX_WORKERS = 256
@@ -44,8 +49,20 @@ class Config(BaseModel):
     #: TF32 for float32 matmuls and convolutions; None leaves PyTorch's defaults alone (matmul
     #: in full fp32, cuDNN convolutions in TF32), which is what a user who never set it runs.
     tf32: bool | None = None
-    #: ``torch.compile`` the model: off, or with inductor's ``default`` or ``max-autotune`` mode.
+    #: ``torch.compile`` the model: off, or with one of inductor's modes (``reduce-overhead``
+    #: and ``max-autotune`` replay the step as CUDA graphs; CUDA only but ``default``).
     compile: CompileMode = "off"
+    #: The optimizer's implementation: the workload's optimizer rebuilt with ``foreach=True``
+    #: or ``fused=True``, its parameter groups and hyper-parameters unchanged.
+    optimizer_impl: OptimizerImpl = "default"
+    #: CUDA's caching allocator maps memory in expandable segments
+    #: (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, set before CUDA starts): less
+    #: fragmentation, so a larger batch may fit.
+    expandable_segments: bool = False
+    #: The DataLoader hands batches out in order (``in_order=True``, PyTorch's default); False
+    #: hands out whichever worker's batch is ready first, which changes the order of samples
+    #: within a window of ``num_workers * prefetch_factor`` batches. Only with workers.
+    in_order: bool = True
     #: glibc's malloc keeps freed host memory for the next step instead of handing it back to
     #: the kernel (CPU devices on Linux; see ``autotune.measure._host_allocator``).
     retain_freed_memory: bool = False
@@ -115,12 +132,16 @@ class Config(BaseModel):
     def normalized(self) -> Config:
         """The same configuration with settings that cannot take effect reset.
 
-        ``prefetch_factor`` and ``persistent_workers`` mean nothing without workers, and an
-        unset ``prefetch_factor`` with workers is PyTorch's default of 2: configurations that
-        differ only there are one configuration.
+        ``prefetch_factor``, ``persistent_workers`` and ``in_order`` mean nothing without
+        workers, and an unset ``prefetch_factor`` with workers is PyTorch's default of 2:
+        configurations that differ only there are one configuration.
         """
-        if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers):
-            return self.model_copy(update={"prefetch_factor": None, "persistent_workers": False})
+        if self.num_workers == 0 and (
+            self.prefetch_factor is not None or self.persistent_workers or not self.in_order
+        ):
+            return self.model_copy(
+                update={"prefetch_factor": None, "persistent_workers": False, "in_order": True}
+            )
         if self.num_workers > 0 and self.prefetch_factor is None:
             return self.model_copy(update={"prefetch_factor": TORCH_DEFAULT_PREFETCH_FACTOR})
         return self

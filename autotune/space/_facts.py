@@ -27,7 +27,11 @@ class DeviceInfo(BaseModel):
     bf16_native: bool = False
     #: (major, minor) CUDA compute capability; None on CPU.
     compute_capability: tuple[int, int] | None = None
+    #: The cores one rank of the user's launch gets: the host's divided among the ranks sharing
+    #: it (see :attr:`host_share`).
     cpu_count: int = 1
+    #: Ranks sharing this host in the user's launch (``--nproc-per-node``/``--host-share``).
+    host_share: int = 1
     #: Why ``torch.compile`` cannot run here (no C++ compiler, no Triton on CUDA, a Python
     #: torch refuses); None when it can. Found by the probe: a device described otherwise (by
     #: hand, or stored before compile was a knob) is not known to compile.
@@ -35,6 +39,9 @@ class DeviceInfo(BaseModel):
     #: The trial processes allocate host memory with glibc's malloc, whose thresholds can be
     #: set; False for a device described before this was probed.
     glibc_malloc: bool = False
+    #: The installed torch's ``DataLoader`` takes ``in_order`` (2.6 and later); False for a
+    #: device described before this was probed.
+    dataloader_in_order: bool = False
 
     @property
     def is_cuda(self) -> bool:
@@ -73,3 +80,9 @@ class WorkloadInfo(BaseModel):
     #: The class name of the workload's optimizer (e.g. ``AdamW``): it picks the learning-rate
     #: advice when a recommendation changes the effective batch; empty when it is unknown.
     optimizer: str = ""
+    #: The implementations besides ``default`` that the workload's optimizer class takes and
+    #: steps with on the device (``foreach``, ``fused``), as the probe found by trying them.
+    optimizer_impls: tuple[str, ...] = ()
+    #: Knob values of the user's run beside the batch size (``Workload.baseline``: a
+    #: framework's arguments as the script set them), which the baseline starts from.
+    baseline: dict[str, Any] = {}

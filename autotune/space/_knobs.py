@@ -72,6 +72,22 @@ def _compile_runs(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
     return device.compile_unavailable
 
 
+def _optimizer_has_implementations(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
+    if workload.optimizer_impls:
+        return None
+    optimizer = workload.optimizer or "the workload's optimizer"
+    return (
+        f"needs an optimizer class that takes foreach=True or fused=True on this device; "
+        f"{optimizer} took neither when the probe tried"
+    )
+
+
+def _dataloader_takes_in_order(device: DeviceInfo, workload: WorkloadInfo) -> str | None:
+    if device.dataloader_in_order:
+        return None
+    return "needs torch 2.6 or later, whose DataLoader takes in_order"
+
+
 @dataclass(frozen=True)
 class Knob:
     """A setting autotune can search: its name (the JSON key), values and applicability."""
@@ -142,10 +158,32 @@ KNOBS: dict[str, Knob] = {
         ),
         Knob(
             "compile",
-            ("off", "default", "max-autotune"),
+            ("off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
             "off",
             _compile_runs,
             help="torch.compile the model (inductor's mode)",
+        ),
+        Knob(
+            "optimizer_impl",
+            ("default", "foreach", "fused"),
+            "default",
+            _optimizer_has_implementations,
+            help="the optimizer rebuilt with foreach=True or fused=True (default: as built)",
+        ),
+        Knob(
+            "expandable_segments",
+            (False, True),
+            False,
+            _cuda_only,
+            help="CUDA's caching allocator maps expandable segments (less fragmentation)",
+        ),
+        Knob(
+            "in_order",
+            (True, False),
+            True,
+            _dataloader_takes_in_order,
+            needs_workers=True,
+            help="DataLoader hands out batches in order (false: whichever is ready first)",
         ),
         Knob(
             "retain_freed_memory",
@@ -174,11 +212,45 @@ MAX_AUTOTUNE_OFF_CUDA = (
     "templates need constant (frozen, inference) weights, so a training step is unchanged; "
     "use default"
 )
+#: The ``torch.compile`` modes that replay the step as CUDA graphs (static shapes only).
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+#: Why each compile mode but ``off`` and ``default`` cannot run off CUDA.
+_COMPILE_OFF_CUDA = {
+    "reduce-overhead": "reduce-overhead replays the step as CUDA graphs, which need a CUDA "
+    "device; use default",
+    "max-autotune": MAX_AUTOTUNE_OFF_CUDA,
+    "max-autotune-no-cudagraphs": MAX_AUTOTUNE_OFF_CUDA.replace(
+        "max-autotune tunes GPU kernels (Triton templates, CUDA graphs)",
+        "max-autotune-no-cudagraphs tunes GPU kernels (Triton templates)",
+    ),
+}
 
 
 def compile_modes(device: DeviceInfo) -> tuple[str, ...]:
-    """``torch.compile`` modes searched on the device: max-autotune only on CUDA."""
-    return ("off", "default", "max-autotune") if device.is_cuda else ("off", "default")
+    """``torch.compile`` modes searched on the device: all of inductor's on CUDA, else off and
+    default."""
+    if device.is_cuda:
+        return ("off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+    return ("off", "default")
+
+
+def value_unavailable(
+    name: str, value: Any, device: DeviceInfo, workload: WorkloadInfo
+) -> str | None:
+    """Why knob ``name`` cannot take ``value`` on this device for this workload (a sentence
+    naming the fix), or None when it can. Only values of knobs that apply are judged here;
+    a knob that does not apply at all says so through :meth:`Knob.reason_not_applicable`."""
+    if name == "compile" and value not in compile_modes(device):
+        return _COMPILE_OFF_CUDA[value]
+    if name == "amp" and value not in amp_modes(device):
+        return f"amp={value} cannot run on {device.name}; use one of {', '.join(amp_modes(device))}"
+    if name == "optimizer_impl" and value != "default" and value not in workload.optimizer_impls:
+        optimizer = workload.optimizer or "the workload's optimizer"
+        return (
+            f"{optimizer} does not take {value}=True on this device; use "
+            f"{', '.join(('default', *workload.optimizer_impls))}"
+        )
+    return None
 
 
 def amp_modes(device: DeviceInfo) -> tuple[str, ...]:

@@ -14,12 +14,12 @@ from pydantic import ValidationError
 from autotune.errors import ConfigError, first_validation_error
 from autotune.space._config import MAX_WORKERS, TORCH_DEFAULT_PREFETCH_FACTOR, Config
 from autotune.space._facts import DeviceInfo, WorkloadInfo
+from autotune.space._host import max_workers_per_rank, over_host
 from autotune.space._knobs import (
     KNOBS,
-    MAX_AUTOTUNE_OFF_CUDA,
     amp_modes,
     compile_modes,
-    default_max_workers,
+    value_unavailable,
 )
 
 _TRUE_WORDS = {"true", "yes", "on", "1"}
@@ -155,6 +155,16 @@ def coerce_knob_value(name: str, raw: Any, option: str = "--fix") -> Any:
     return number
 
 
+def _values_asked(
+    name: str, fixed: Mapping[str, Any], ranges: Mapping[str, tuple[Any, ...] | _Interval]
+) -> tuple[Any, ...]:
+    """The values of knob ``name`` the user named with ``--fix`` or a listed ``--range``."""
+    if name in fixed:
+        return (fixed[name],)
+    wanted = ranges.get(name, ())
+    return () if isinstance(wanted, _Interval) else wanted
+
+
 @dataclass(frozen=True)
 class _Interval:
     lo: int
@@ -253,14 +263,16 @@ class SearchSpace:
             if self.takes_extra_workers
             else ()
         )
+        self._check_values_asked(fixed_values, parsed_ranges)
         for name, knob in KNOBS.items():
             reason = knob.reason_not_applicable(device, workload)
             if reason is not None:
                 self.not_applicable[name] = reason
-                if name in fixed_values and fixed_values[name] != knob.default:
-                    raise ConfigError(
-                        f"--fix {name}={fixed_values[name]}: {name} {reason}; remove it"
-                    )
+                asked = _values_asked(name, fixed_values, parsed_ranges)
+                for value in asked:
+                    if value != knob.default:
+                        option = "--fix" if name in fixed_values else "--range"
+                        raise ConfigError(f"{option} {name}={value}: {name} {reason}; remove it")
                 self.choices[name] = (knob.default,)
                 continue
             values = self._default_values(name)
@@ -275,7 +287,6 @@ class SearchSpace:
             if name == "prefetch_factor":
                 values = _one_spelling_each(values)
             self.choices[name] = values
-        self._check_amp_fix(fixed_values)
         self._baseline_overrides = {
             name: coerce_knob_value(name, v, "--baseline") for name, v in (baseline or {}).items()
         }
@@ -291,6 +302,10 @@ class SearchSpace:
             return 0
         return max(8, length // MIN_STEPS_PER_EPOCH // 8 * 8)
 
+    def over_host(self, config: Config) -> str | None:
+        """Why ``config``'s workers on every rank sharing the host exceed it (see ``_host``)."""
+        return over_host(self.device, config)
+
     def _default_values(self, name: str) -> tuple[Any, ...]:
         knob = KNOBS[name]
         if name == "batch_size":
@@ -299,12 +314,14 @@ class SearchSpace:
                 values = self._divisors_of_effective_batch(values)
             return values
         if name == "num_workers":
-            bound = default_max_workers(self.device.cpu_count)
+            bound = max_workers_per_rank(self.device)
             return tuple(sorted({w for w in knob.values if w <= bound} | set(self.extra_workers)))
         if name == "amp":
             return amp_modes(self.device)
         if name == "compile":
             return compile_modes(self.device)
+        if name == "optimizer_impl":
+            return ("default", *self.workload.optimizer_impls)
         return knob.values
 
     def _divisors_of_effective_batch(self, candidates: Iterable[int]) -> tuple[int, ...]:
@@ -367,15 +384,19 @@ class SearchSpace:
             return False
         return self.effective_batch is None or self.effective_batch % batch == 0
 
-    def _check_amp_fix(self, fixed_values: Mapping[str, Any]) -> None:
-        if fixed_values.get("compile") == "max-autotune" and not self.device.is_cuda:
-            raise ConfigError(f"--fix compile=max-autotune: {MAX_AUTOTUNE_OFF_CUDA}")
-        amp = fixed_values.get("amp")
-        if amp is not None and amp not in amp_modes(self.device):
-            raise ConfigError(
-                f"--fix amp={amp}: {amp} cannot run on {self.device.name}; "
-                f"use one of {', '.join(amp_modes(self.device))}"
-            )
+    def _check_values_asked(
+        self, fixed_values: Mapping[str, Any], ranges: Mapping[str, Any]
+    ) -> None:
+        """A value the user names that this device or workload cannot use is an error, never
+        a silent skip: ``--range compile=reduce-overhead`` on a CPU says why."""
+        for name in ("compile", "amp", "optimizer_impl"):
+            if KNOBS[name].reason_not_applicable(self.device, self.workload) is not None:
+                continue
+            option = "--fix" if name in fixed_values else "--range"
+            for value in _values_asked(name, fixed_values, ranges):
+                reason = value_unavailable(name, value, self.device, self.workload)
+                if reason is not None:
+                    raise ConfigError(f"{option} {name}={value}: {reason}")
 
     # -- what is searched ---------------------------------------------------------------------
 
@@ -511,6 +532,7 @@ class SearchSpace:
         """
         wanted: dict[str, Any] = {name: KNOBS[name].default for name in KNOBS}
         wanted["batch_size"] = self.workload.batch_size
+        wanted.update({k: v for k, v in self.workload.baseline.items() if k in KNOBS})
         wanted.update(self.fixed)
         wanted.update(self._baseline_overrides)
         wanted.update({name: KNOBS[name].default for name in self.not_applicable})

@@ -23,8 +23,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 #: Job states. ``interrupted`` is a CLI run stopped by Ctrl-C or a kill, resumable.
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
-#: Trial outcomes. Only ``ok`` trials within the memory budget can be recommended.
-Outcome = Literal["ok", "oom", "nonfinite", "timeout", "error", "crashed"]
+#: Trial outcomes. Only ``ok`` trials within the memory budget can be recommended;
+#: ``unsuited``: a knob's value the workload's step cannot use (its batches change shape under
+#: CUDA graphs), which the job then sets aside.
+Outcome = Literal["ok", "oom", "nonfinite", "timeout", "error", "crashed", "unsuited"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 #: Why a trial was run: the search, its seeded first trials (the baseline, the checklist, and
 #: the configurations the profile predicts best or knows least), confirmation, or `bench`.

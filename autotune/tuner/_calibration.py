@@ -96,7 +96,8 @@ def covered_ratios(
     for index, (config, value) in enumerate(runs):
         predicted = float(predictions.samples_per_s[index])
         unscaled = predictions.uncovered_knobs(index) & UNSCALED_KNOBS
-        if not unscaled and 0 < predicted < float("inf"):
+        # A compiled step's ratio, timed at one batch, errs its own way, not at the scale.
+        if not unscaled and config.compile == "off" and 0 < predicted < float("inf"):
             kind = ScaleClass.of(config, profile.device_type)
             covered.append(CoveredRatio(kind, value, value / predicted))
     return covered

@@ -5,6 +5,7 @@ seeding, the time budget, the stored rows, the confirmation)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -18,6 +19,7 @@ from autotune.recommend import (
 )
 from autotune.runner import (
     ProbeResult,
+    RankPlan,
     TrialCancelled,
     TrialLauncher,
     probe_workload,
@@ -109,6 +111,8 @@ class _JobRun:
         self.run_samples: int | None = None
         #: The profile's judgements; None without a profile.
         self.judges: JobJudges | None = None
+        #: Trials measured so far outside the confirmation, by this process.
+        self.searched = 0
 
     # -- set-up -------------------------------------------------------------------------------
 
@@ -118,6 +122,10 @@ class _JobRun:
             if not held:
                 raise JobCancelled
             probe = probe_workload(options.workload, options.device, options.trial_timeout_s)
+        # The probe saw one rank's share of the cores; the space divides the host's bounds.
+        probe = dataclasses.replace(
+            probe, device=probe.device.model_copy(update={"host_share": options.ranks_sharing_host})
+        )
         device = probe.device
         self.budget = options.memory_budget_bytes(device.memory_bytes)
         if self.budget is not None:
@@ -162,7 +170,14 @@ class _JobRun:
             profile = None  # measured on other hardware: the new measurement set profiles anew
         if profile is None:
             host_budget = not self.probe.device.is_cuda
-            plan = profile_plan(space, self.budget, host_budget, self.options.profile_seconds)
+            plan = profile_plan(
+                space,
+                self.budget,
+                host_budget,
+                self.options.profile_seconds,
+                self._compile_allowance(),
+                self.run_samples,
+            )
             try:
                 profile = measure_profile(
                     self.db,
@@ -183,8 +198,13 @@ class _JobRun:
             self.reporter.profile_failed(profile)
             return space
         space = self._space(tuple(profile.extra_workers)) if profile.extra_workers else space
+        # The profile's compiles were the job's time as a trial's are.
+        self.time.spent(None, sum(point.compile_s for point in profile.compile))
         self.judges = JobJudges(
-            Predictor(profile, space, self.budget), self.trials, self.run_samples
+            Predictor(profile, space, self.budget),
+            self.trials,
+            self.run_samples,
+            self._compile_allowance,
         )
         self.reporter.profiled(profile)
         return space
@@ -212,6 +232,11 @@ class _JobRun:
             return clearly_slow(intermediate, finished)
 
         device = self.probe.device if self.probe else None
+        allowance = self._trial_compile_allowance(config, phase, finished if pruning else None)
+        timeout = self.options.trial_timeout_for(config)
+        if allowance is not None:
+            # The trial's compile is stopped at its allowance; the timeout only backs that up.
+            timeout = min(timeout, self.options.trial_timeout_s + allowance)
         # Held for the whole trial process: another trial on this device would share it.
         with device_lock(self.db, self.identity.key, self.cancel) as held:
             if not held:
@@ -222,15 +247,13 @@ class _JobRun:
                     config,
                     self.options.device,
                     self.confirm_plan if phase == "confirm" else self.plan,
-                    self.options.trial_timeout_for(config),
+                    timeout,
                     memory_budget_bytes=self.budget,
                     budget_is_host_memory=not (device and device.is_cuda),
                     device_uuid=self.probe.device_uuid if self.probe else None,
                     on_progress=on_progress,
                     cancel=self.cancel,
-                    compile_allowance_s=compile_allowance(self.run_samples, finished)
-                    if pruning and config.compile != "off"
-                    else None,
+                    compile_allowance_s=allowance,
                 )
             except TrialCancelled:
                 return None
@@ -242,12 +265,33 @@ class _JobRun:
             for step, value in enumerate(intermediate):
                 trial.report(value, step=step)
         if record.duration_s is not None:
-            self.time.durations.append(record.duration_s)
+            self.time.spent(record.duration_s, record.compile_s)
+        self.searched += phase != "confirm"
         if config.compile != "off" and record.compile_s is not None and self.judges is not None:
             self.judges.compiled(config.compile, record.compile_s)
         row = self.trials.store(record, phase, trial.number if trial is not None else None)
         self.reporter.trial_finished(row)
         return record
+
+    def _compile_allowance(self) -> float:
+        """Seconds one compile may take now: a share of the job's remaining time (see
+        :meth:`TimeBudget.compile_allowance_s`)."""
+        return self.time.compile_allowance_s(
+            max(0, self.options.n_trials - self.searched), self.options.confirm_top + 1
+        )
+
+    def _trial_compile_allowance(
+        self, config: Config, phase: str, finished: list[float] | None
+    ) -> float | None:
+        """Seconds a trial of ``config`` may compile for before it is stopped: in the search,
+        a share of the job's remaining time, and with ``finished`` values to beat, at most
+        what the run can repay (see :func:`compile_allowance`); None where it does not
+        compile, and in the confirmation (its candidates compiled within the search's)."""
+        if config.compile == "off" or phase == "confirm":
+            return None
+        repaid = None if finished is None else compile_allowance(self.run_samples, finished)
+        share = self._compile_allowance()
+        return share if repaid is None else min(share, repaid)
 
     def _search_observation(
         self, config: Config, phase: str, trial: optuna.Trial | None
@@ -258,7 +302,12 @@ class _JobRun:
         # The throughput over the user's run: compile time is paid once per run.
         over_run = record.samples_per_s_over(self.run_samples) if record.usable else None
         value = over_run or 0.0
-        return Observation(value, pruned=record.pruned, out_of_memory=record.ran_out_of_memory)
+        return Observation(
+            value,
+            pruned=record.pruned,
+            out_of_memory=record.ran_out_of_memory,
+            unsuited=record.error if record.outcome == "unsuited" else None,
+        )
 
     def _out_of_time(self) -> bool:
         return self.cancel.is_set() or self.time.search_over()
@@ -313,6 +362,8 @@ class _JobRun:
                 self.options.n_trials,
                 [space.baseline(), space.checklist()],
                 keeping_batch,
+                self.run_samples,
+                self._compile_allowance(),
             )
             enqueue_candidates(study, space, seeds, PREDICTED_PHASE, state)
         self.reporter.phase_started("search", self.options.n_trials)
@@ -384,6 +435,11 @@ class _JobRun:
             profile=None if self.judges is None else self.judges.predictor.profile,
             optimizer=self.probe.workload.optimizer,
             effective_batch_forced=self.options.effective_batch is not None,
+            distributed={
+                "nproc_per_node": self.options.nproc_per_node,
+                "backend": "nccl" if self.probe.device.is_cuda else "gloo",
+                "host_share": self.options.ranks_sharing_host,
+            },
         )
 
 
@@ -416,7 +472,8 @@ def run_job(
     try:
         # The question as it is now asked: the workload's source when the job starts.
         key = answer_key(options)
-        with TrialLauncher(options.workload, options.device):  # the probe's and the trials'
+        ranks = RankPlan(options.nproc_per_node, options.ranks_sharing_host)
+        with TrialLauncher(options.workload, options.device, ranks):  # the probe's and trials'
             document = _JobRun(db, job_id, options, reporter, cancel, owner).run()
     except JobCancelled:
         update_job(db, job_id, owner, status="cancelled", finished_at=utcnow())

@@ -5,8 +5,9 @@ one job's trials by :class:`JobJudges`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
+from autotune.predict import compile_known_s
 from autotune.space import Config
 from autotune.store import throughput_over_run
 from autotune.tuner._predictor import Predictor
@@ -31,9 +32,9 @@ def predicted_too_slow(
     """Why ``config`` is not worth measuring beside the best measured so far (samples/s over
     a run of ``run_samples``, of ``best_config`` where given), or None.
 
-    The profile does not predict compile time: a compiled configuration is charged
-    ``compile_s`` (the shortest compile of its mode measured so far, a lower bound for this
-    one), and without it the prediction is an upper bound of its throughput over the run.
+    A compiled configuration is charged ``compile_s`` (the shortest compile of its mode
+    measured so far, a lower bound for this one, else the profile's timing of its mode), and
+    without it the prediction is an upper bound of its throughput over the run.
     Where the profile predicted the best configuration below what it measured, the bar is that
     prediction: a profile that reads the whole workload slow (a tiny workload's step in a busy
     second, say) must not rule out every configuration beside a measured best.
@@ -101,13 +102,42 @@ class JobJudges:
     """The profile's judgements bound to one job: what the search asks of them, read against
     the trials the job stored so far and the compiles it measured."""
 
-    def __init__(self, predictor: Predictor, trials: JobTrials, run_samples: int | None) -> None:
+    def __init__(
+        self,
+        predictor: Predictor,
+        trials: JobTrials,
+        run_samples: int | None,
+        compile_allowance: Callable[[], float] | None = None,
+    ) -> None:
         self.predictor = predictor
         self.trials = trials
         #: Samples in the user's run, which compile time is charged against.
         self.run_samples = run_samples
+        #: The seconds one compile may take now (a share of the job's remaining time).
+        self.compile_allowance = compile_allowance
         #: The shortest compile measured so far, by compile mode.
         self.shortest_compile_s: dict[str, float] = {}
+
+    def compile_s(self, mode: str) -> float | None:
+        """Seconds a compile of ``mode`` takes as this job knows it: at least the shortest
+        measured in its trials (see :func:`compile_lower_bound`), else as the profile timed
+        it; None where neither has a figure."""
+        measured = compile_lower_bound(self.shortest_compile_s, mode)
+        return measured if measured is not None else compile_known_s(self.predictor.profile, mode)
+
+    def over_allowance(self, config: Config) -> str | None:
+        """Why compiling ``config`` costs more of the job than it may take now, or None: its
+        mode's known compile seconds (:meth:`compile_s`) over :attr:`compile_allowance`."""
+        if config.compile == "off" or self.compile_allowance is None:
+            return None
+        known = self.compile_s(config.compile)
+        allowance = self.compile_allowance()
+        if known is None or known <= allowance:
+            return None
+        return (
+            f"compiling ({config.compile}) takes {known:,.0f} s, over the {allowance:,.0f} s "
+            "one compile may take of the job's remaining time"
+        )
 
     def compiled(self, mode: str, compile_s: float) -> None:
         """Note a compile of ``mode`` measured at ``compile_s``."""
@@ -118,19 +148,24 @@ class JobJudges:
     def predicted_slow(self, config: Config, best_config: Config, best: float) -> str | None:
         """Why the profile rules ``config`` out beside ``best_config`` (measured at ``best``),
         charging a compiled one the least compile time its mode can take, from the compiles
-        measured so far in this job."""
+        measured so far in this job (else as the profile timed it); a compiled one whose
+        compile costs more than the job may spend on it (:meth:`over_allowance`) too."""
+        over = self.over_allowance(config)
+        if over is not None:
+            return over
         return predicted_too_slow(
             self.predictor,
             config,
             best,
-            compile_lower_bound(self.shortest_compile_s, config.compile),
+            self.compile_s(config.compile) if config.compile != "off" else None,
             self.run_samples,
             best_config,
         )
 
     def below_reach(self, config: Config, best_config: Config, best: float) -> str | None:
-        """Why the profile rules ``config``, a neighbour of ``best_config``, out as a step up."""
-        return below_reach(self.predictor, config, best, best_config)
+        """Why the profile rules ``config``, a neighbour of ``best_config``, out as a step up
+        (or its compile, see :meth:`over_allowance`)."""
+        return self.over_allowance(config) or below_reach(self.predictor, config, best, best_config)
 
     def ceiling(self) -> tuple[float, float, float] | None:
         """The profile's ceiling (the fastest it predicts for a configuration that fits), as

@@ -57,7 +57,7 @@ class Predictor:
         of ``measured`` other than ``config``'s own runs, in its :class:`ScaleClass` (see
         :func:`measured_scales`). None before any such trial, and where ``config`` sets a knob
         the profile's eager step does not time (its gain is no error of the profile's scale,
-        :data:`UNSCALED_KNOBS`).
+        :data:`UNSCALED_KNOBS`) or compiles (its ratio was read at one batch).
 
         The profile reads each point as the faster of two short windows in one moment, so it
         reads high against the trials' longer windows; the trials before a configuration tell
@@ -65,7 +65,7 @@ class Predictor:
         measured of the others.
         """
         predictions = predict_configs(self.profile, [config], self.memory_budget_bytes)
-        if predictions.uncovered_knobs(0) & UNSCALED_KNOBS:
+        if predictions.uncovered_knobs(0) & UNSCALED_KNOBS or config.compile != "off":
             return None
         key = config.key()
         others = [(other, value) for other, value in measured if other.key() != key]

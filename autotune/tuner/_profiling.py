@@ -17,10 +17,16 @@ class ProfileCancelled(Exception):
 
 
 def profile_plan(
-    space: SearchSpace, memory_budget_bytes: int | None, host_budget: bool, seconds: float
+    space: SearchSpace,
+    memory_budget_bytes: int | None,
+    host_budget: bool,
+    seconds: float,
+    compile_budget_s: float = 0.0,
+    run_samples: int | None = None,
 ) -> ProfilePlan:
     """What to profile: the space's batches, precisions, layouts, worker counts and step
-    thread counts."""
+    thread counts, and its compile modes where one compile may take ``compile_budget_s``
+    (none with 0) against a run of ``run_samples``."""
     choices = space.choices
     batches = choices["batch_size"]
     loader_batch = min(space.baseline().batch_size, max(batches))
@@ -45,6 +51,9 @@ def profile_plan(
             and True in choices["retain_freed_memory"]
         ),
         accumulation=any(batch < effective and effective % batch == 0 for batch in batches),
+        compile_modes=[m for m in choices["compile"] if m != "off"] if compile_budget_s else [],
+        compile_budget_s=compile_budget_s,
+        run_samples=run_samples,
     )
 
 
@@ -84,7 +93,7 @@ def measure_profile(
                 workload,
                 device,
                 plan,
-                timeout_s + plan.step_budget_s + plan.loader_budget_s,
+                timeout_s + plan.timeout_s(),
                 memory_budget_bytes=memory_budget_bytes,
                 budget_is_host_memory=host_budget,
                 cancel=cancel,

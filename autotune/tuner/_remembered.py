@@ -142,6 +142,11 @@ def answer_key(options: TuneOptions) -> str:
     """
     shaping = options.model_dump(mode="json", exclude=set(_OPTIONS_NOT_IN_THE_ANSWER))
     del shaping["workload"]
+    # One rank on a host to itself is what every job measured before these options: its
+    # answers keep their keys.
+    if shaping.get("nproc_per_node") == 1 and shaping.get("host_share") in (None, 1):
+        shaping.pop("nproc_per_node", None)
+        shaping.pop("host_share", None)
     question = {
         "workload": workload_identity(parse_ref(options.workload)),
         "options": shaping,

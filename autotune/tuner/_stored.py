@@ -161,7 +161,7 @@ class JobTrials:
     ) -> tuple[SearchState, list[Trial]]:
         """What earlier attempts at this job measured (the search's state, and the
         confirmation's runs), re-queueing an interrupted trial once."""
-        state = SearchState(InfeasibleSet())
+        state = SearchState(InfeasibleSet(space.over_host))
         rows = self.rows()
         searched = [r for r in rows if r.phase != "confirm" and not r.interrupted]
         for row in sorted(searched, key=lambda r: r.number):
@@ -170,7 +170,10 @@ class JobTrials:
             state.remember(
                 record.config,
                 Observation(
-                    value or 0.0, pruned=record.pruned, out_of_memory=record.ran_out_of_memory
+                    value or 0.0,
+                    pruned=record.pruned,
+                    out_of_memory=record.ran_out_of_memory,
+                    unsuited=record.error if record.outcome == "unsuited" else None,
                 ),
             )
         retried = {r.config_key for r in rows if r.interrupted}
