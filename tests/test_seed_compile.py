@@ -14,10 +14,10 @@ from test_predict import CPU, TOKENS, make_profile
 from autotune.measure import MeasurePlan
 from autotune.predict import CompilePoint, Profile, predict_configs, predict_space
 from autotune.space import Config, SearchSpace
-from autotune.tuner._budget import COMPILE_SHARE, TYPICAL_TRIAL_S, TimeBudget
+from autotune.tuner._budget import COMPILE_SHARE, TYPICAL_TRIAL_S, TimeBudget, trial_seconds
 from autotune.tuner._judges import JobJudges
 from autotune.tuner._predictor import Predictor
-from autotune.tuner._seeding import seed_configs
+from autotune.tuner._seeding import SeedBounds, seed_configs
 
 #: Enough samples in the run that a compile of tens of seconds is repaid by a faster step.
 LONG_RUN = 10_000_000
@@ -60,8 +60,7 @@ def seeds(profile: Profile, run_samples: int | None, allowance: float | None) ->
         space,
         20,
         [space.baseline()],
-        run_samples=run_samples,
-        compile_allowance_s=allowance,
+        bounds=SeedBounds(run_samples, allowance),
     )
 
 
@@ -151,3 +150,81 @@ def test_a_compile_may_take_a_share_of_the_jobs_remaining_time() -> None:
     budgeted = TimeBudget(600.0, plan(), plan(), 3)
     budgeted.started = time.monotonic() - 200.0
     assert budgeted.compile_allowance_s(20, 4) == pytest.approx(COMPILE_SHARE * 400.0, rel=0.01)
+
+
+def large_batch_space() -> SearchSpace:
+    """Batches up to 2,048 and up to 16 workers with 16 batches ahead each, as a default space
+    holds them on a dataset of a million samples."""
+    return SearchSpace(
+        CPU,
+        TOKENS.model_copy(update={"dataset_length": 1_000_000}),
+        fixed={"amp": "off", "intra_op_threads": None, "compile": "off"},
+        ranges={
+            "batch_size": "32,64,256,2048",
+            "num_workers": "0,2,16",
+            "prefetch_factor": "2,16",
+        },
+    )
+
+
+def test_a_batch_the_step_sweep_never_reached_is_not_seeded() -> None:
+    # The sweep stopped at 256; its rate carried to 2,048 with the loader fastest there makes
+    # 2,048 the predicted best and the most uncertain: still no seed runs it.
+    profile = make_profile({32: 300.0, 64: 500.0, 256: 600.0}, {0: 400.0, 2: 800.0, 16: 3000.0})
+    space = large_batch_space()
+    predictions = predict_space(profile, space)
+    best = predictions.values(predictions.best(1)[0])
+    assert best["batch_size"] == 2048
+    assert not predictions.step_timed[predictions.best(1)[0]]
+    chosen = seed_configs(predictions, space, 20, [space.baseline()])
+    assert chosen and all(c.batch_size <= 256 for c in chosen)
+    # Timed at 2,048, it is seeded.
+    timed = make_profile(
+        {32: 300.0, 64: 500.0, 256: 600.0, 2048: 650.0}, {0: 400.0, 2: 800.0, 16: 3000.0}
+    )
+    assert any(
+        c.batch_size == 2048
+        for c in seed_configs(predict_space(timed, space), space, 20, [space.baseline()])
+    )
+
+
+def test_a_trial_steps_for_its_warm_up_and_window_at_the_predicted_rate() -> None:
+    profile = make_profile({32: 320.0, 2048: 640.0}, {0: 1e6, 16: 1e6})
+    configs = [
+        Config(batch_size=32),
+        Config(batch_size=2048, num_workers=16, prefetch_factor=16),
+    ]
+    predicted = predict_configs(profile, configs)
+    plan = MeasurePlan(warmup_steps=3, min_steps=10, min_seconds=3.0)
+    seconds = trial_seconds(predicted, plan)
+    small_step = 32 / predicted.samples_per_s[0]
+    # Small: a warm-up of three steps, a window of its three seconds.
+    assert seconds[0] == pytest.approx(3 * small_step + 3.0)
+    # 2,048 with 16 workers: a warm-up held to its 5 s (the step takes over 3 s), then two
+    # rounds of the workers, 32 steps.
+    big_step = 2048 / predicted.samples_per_s[1]
+    assert big_step > 3.0
+    assert seconds[1] == pytest.approx(max(big_step, plan.max_warmup_s) + 32 * big_step)
+
+
+def test_a_trial_predicted_to_take_over_its_share_of_the_job_is_neither_seeded_nor_run() -> None:
+    profile = make_profile(
+        {32: 300.0, 64: 500.0, 256: 600.0, 2048: 650.0}, {0: 400.0, 2: 800.0, 16: 3000.0}
+    )
+    space = large_batch_space()
+    predictions = predict_space(profile, space)
+    plan = MeasurePlan(3, 10, 3.0)
+    # 2,048 with 16 workers steps 32 steps of over 3 s in its window alone: over 90 s.
+    bounds = SeedBounds(plan=plan, trial_allowance_s=90.0)
+    chosen = seed_configs(predictions, space, 20, [space.baseline()], bounds=bounds)
+    assert chosen
+    assert not any(c.batch_size == 2048 and c.num_workers == 16 for c in chosen)
+    assert all(trial_seconds(predict_configs(profile, [c]), plan)[0] <= 90.0 for c in chosen)
+    # The search's proposal too, whatever its predicted speed.
+    predictor = Predictor(profile, space, None)
+    big = Config(batch_size=2048, num_workers=16, prefetch_factor=16)
+    judge = JobJudges(predictor, cast(Any, None), None, trial_allowance=(plan, lambda: 90.0))
+    reason = judge.predicted_slow(big, Config(batch_size=64), 100.0)
+    assert reason is not None and "90 s one trial may take" in reason
+    generous = JobJudges(predictor, cast(Any, None), None, trial_allowance=(plan, lambda: 1e4))
+    assert generous.predicted_slow(big, Config(batch_size=64), 100.0) is None

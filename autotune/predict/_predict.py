@@ -73,6 +73,7 @@ def predict_columns(
         loader_samples_per_s=loader_rate,
         uncovered=uncovered,
         compile_s=compile_columns(profile, columns).compile_s,
+        step_timed=step.timed,
     )
 
 

@@ -51,6 +51,10 @@ class Predictions:
     #: Seconds each configuration compiles for, as the profile timed its mode: 0 eager, NaN
     #: where the profile did not time it (see :mod:`autotune.predict._compile`).
     compile_s: FloatArray
+    #: Whether the step sweep timed each configuration's batch, or a larger one, in its
+    #: precision and layout: where it did not, the step's rate is the largest timed batch's
+    #: carried over, a guess only a trial can check.
+    step_timed: BoolArray
 
     def __len__(self) -> int:
         return len(self.samples_per_s)

@@ -52,6 +52,10 @@ class StepColumns:
     memory_bytes: FloatArray
     per_sample_bytes: FloatArray
     batch_size: FloatArray
+    #: Whether the sweep timed the step at the configuration's batch or a larger one, in its
+    #: precision and layout: False where its rate is extrapolated past the sweep (see
+    #: :attr:`~autotune.predict.Predictions.step_timed`).
+    timed: BoolArray
 
     @property
     def training_samples_per_s(self) -> FloatArray:
@@ -73,6 +77,8 @@ class _StepPart:
     out_of_memory: bool = False
     #: Seconds to put the batch on the device without pinned memory.
     copy_s: float = 0.0
+    #: The sweep timed this batch or a larger one in this precision and layout.
+    timed: bool = True
 
 
 def step_columns(profile: Profile, columns: Columns, receive_s: FloatArray) -> StepColumns:
@@ -81,6 +87,7 @@ def step_columns(profile: Profile, columns: Columns, receive_s: FloatArray) -> S
     n = len(columns)
     rate, cpu, uncertainty, copy = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     out_of_memory = np.zeros(n, dtype=bool)
+    timed = np.ones(n, dtype=bool)
     memory = np.full(n, np.nan)
     per_sample_bytes = np.zeros(n)
     keys = columns.amp * 2 + columns.channels_last.astype(np.int64)
@@ -96,7 +103,7 @@ def step_columns(profile: Profile, columns: Columns, receive_s: FloatArray) -> S
                 on = _on_threads(profile, part, int(threads), amp, channels_last, int(batch))
                 rate[where], cpu[where] = on.samples_per_s, on.cpu_s_per_sample
                 uncertainty[where], out_of_memory[where] = on.uncertainty, on.out_of_memory
-                copy[where] = on.copy_s
+                copy[where], timed[where] = on.copy_s, on.timed
             if model is not None:
                 memory[at_batch] = model.predict(float(batch))
                 per_sample_bytes[at_batch] = model.per_sample_bytes
@@ -118,6 +125,7 @@ def step_columns(profile: Profile, columns: Columns, receive_s: FloatArray) -> S
         memory_bytes=memory,
         per_sample_bytes=per_sample_bytes,
         batch_size=columns.batch_size.astype(np.float64),
+        timed=timed,
     )
 
 
@@ -129,7 +137,7 @@ def _step_part(profile: Profile, amp: str, channels_last: bool, batch: int) -> _
         points = _fallback_points(profile)
         extra = NOT_COVERED
         if not points:
-            return _StepPart(math.inf, 0.0, NOT_COVERED)
+            return _StepPart(math.inf, 0.0, NOT_COVERED, timed=False)
     elif any(p.out_of_memory and p.batch_size <= batch for p in points):
         return _StepPart(0.0, 0.0, BASE_UNCERTAINTY, out_of_memory=True)
     ran = [p for p in points if p.samples_per_s]
@@ -146,7 +154,11 @@ def _step_part(profile: Profile, amp: str, channels_last: bool, batch: int) -> _
     if all(c is not None for c in cpu):
         cpu_per_sample, _ = interpolate(batches, [float(c or 0.0) for c in cpu], float(batch))
     return _StepPart(
-        rate, cpu_per_sample, BASE_UNCERTAINTY + added + extra, copy_s=_copy_at(ran, batch)
+        rate,
+        cpu_per_sample,
+        BASE_UNCERTAINTY + added + extra,
+        copy_s=_copy_at(ran, batch),
+        timed=not extra and batch <= batches[-1],
     )
 
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 import statistics
 import time
 
+import numpy as np
+import numpy.typing as npt
+
 from autotune.measure import MeasurePlan
+from autotune.predict import Predictions
 
 #: Configurations a time budget always leaves room to confirm: the best found and the baseline.
 MIN_CONFIRM_ENTRIES = 2
@@ -16,8 +20,33 @@ MIN_CONFIRM_ENTRIES = 2
 #: compiles so far charged against what is left, a default job compiles a few times at most
 #: (evidence: ``benchmarks/RESULTS.md``, "Compile within the job's time").
 COMPILE_SHARE = 0.25
+#: The share of the job's remaining time one trial may be predicted to take, its compile
+#: included: a trial tells one point of the space, so however fast it may be it is not worth
+#: more of the job than a compile is. A seed or a proposal predicted to step longer is left to
+#: the job's end unmeasured: a batch of thousands, stepped by many workers through their
+#: warm-up and two rounds each, once took most of a default job (evidence:
+#: ``benchmarks/RESULTS.md``, "Compile within the job's time").
+TRIAL_SHARE = COMPILE_SHARE
 #: Seconds a trial is taken to last before any has run.
 TYPICAL_TRIAL_S = 10.0
+
+
+def trial_seconds(predictions: Predictions, plan: MeasurePlan) -> npt.NDArray[np.float64]:
+    """Seconds each predicted configuration's trial steps for at least, at its predicted
+    samples/s, with its compile (as the profile timed it; none where unknown): a warm-up of
+    ``warmup_steps`` and a step per worker plus one (at least one step, at most
+    ``max_warmup_s``), then a window of ``min_steps`` and two rounds of the workers (at least
+    ``min_seconds``), as :mod:`autotune.measure` times a trial. A lower bound: starting the
+    process and its workers come on top."""
+    columns = predictions.columns
+    workers = columns.num_workers.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        step_s = columns.batch_size / predictions.samples_per_s
+    warm_steps = np.maximum(plan.warmup_steps, workers + 1)
+    warm = np.maximum(step_s, np.minimum(plan.max_warmup_s, warm_steps * step_s))
+    window = np.maximum(plan.min_seconds, np.maximum(plan.min_steps, 2 * workers) * step_s)
+    compiling = np.nan_to_num(predictions.compile_s, nan=0.0)
+    return np.asarray(warm + window + compiling, dtype=np.float64)
 
 
 def confirm_room(seconds_left: float, seconds_per_entry: float) -> int:
@@ -77,6 +106,11 @@ class TimeBudget:
     def compile_allowance_s(self, trials_left: int, confirm_entries: int) -> float:
         """Seconds one compile may take now: :data:`COMPILE_SHARE` of :meth:`seconds_left`."""
         return max(0.0, COMPILE_SHARE * self.seconds_left(trials_left, confirm_entries))
+
+    def trial_allowance_s(self, trials_left: int, confirm_entries: int) -> float:
+        """Seconds one trial may be predicted to take now (see :func:`trial_seconds`):
+        :data:`TRIAL_SHARE` of :meth:`seconds_left`."""
+        return max(0.0, TRIAL_SHARE * self.seconds_left(trials_left, confirm_entries))
 
     def confirm_estimate_s(self, entries: int, typical: float | None = None) -> float:
         """Seconds to confirm ``entries`` configurations (the baseline included), each trial

@@ -71,7 +71,7 @@ from autotune.tuner._recommending import (
 )
 from autotune.tuner._remembered import answer_key
 from autotune.tuner._reporter import Reporter
-from autotune.tuner._seeding import PREDICTED_PHASE, seed_configs
+from autotune.tuner._seeding import PREDICTED_PHASE, SeedBounds, seed_configs
 from autotune.tuner._stored import JobTrials, load_job, update_job
 
 
@@ -205,6 +205,7 @@ class _JobRun:
             self.trials,
             self.run_samples,
             self._compile_allowance,
+            trial_allowance=(self.plan, self._trial_allowance),
         )
         self.reporter.profiled(profile)
         return space
@@ -277,6 +278,13 @@ class _JobRun:
         """Seconds one compile may take now: a share of the job's remaining time (see
         :meth:`TimeBudget.compile_allowance_s`)."""
         return self.time.compile_allowance_s(
+            max(0, self.options.n_trials - self.searched), self.options.confirm_top + 1
+        )
+
+    def _trial_allowance(self) -> float:
+        """Seconds one trial may be predicted to take now: a share of the job's remaining
+        time (see :meth:`TimeBudget.trial_allowance_s`)."""
+        return self.time.trial_allowance_s(
             max(0, self.options.n_trials - self.searched), self.options.confirm_top + 1
         )
 
@@ -362,8 +370,12 @@ class _JobRun:
                 self.options.n_trials,
                 [space.baseline(), space.checklist()],
                 keeping_batch,
-                self.run_samples,
-                self._compile_allowance(),
+                SeedBounds(
+                    self.run_samples,
+                    self._compile_allowance(),
+                    self.plan,
+                    self._trial_allowance(),
+                ),
             )
             enqueue_candidates(study, space, seeds, PREDICTED_PHASE, state)
         self.reporter.phase_started("search", self.options.n_trials)

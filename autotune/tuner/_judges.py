@@ -5,11 +5,16 @@ one job's trials by :class:`JobJudges`."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 
-from autotune.predict import compile_known_s
+import numpy as np
+
+from autotune.measure import MeasurePlan
+from autotune.predict import compile_known_s, predict_configs
 from autotune.space import Config
 from autotune.store import throughput_over_run
+from autotune.tuner._budget import trial_seconds
 from autotune.tuner._predictor import Predictor
 from autotune.tuner._stored import JobTrials
 
@@ -108,6 +113,7 @@ class JobJudges:
         trials: JobTrials,
         run_samples: int | None,
         compile_allowance: Callable[[], float] | None = None,
+        trial_allowance: tuple[MeasurePlan, Callable[[], float]] | None = None,
     ) -> None:
         self.predictor = predictor
         self.trials = trials
@@ -115,6 +121,9 @@ class JobJudges:
         self.run_samples = run_samples
         #: The seconds one compile may take now (a share of the job's remaining time).
         self.compile_allowance = compile_allowance
+        #: The search's measure plan and the seconds one trial may take now (a share of the
+        #: job's remaining time).
+        self.trial_allowance = trial_allowance
         #: The shortest compile measured so far, by compile mode.
         self.shortest_compile_s: dict[str, float] = {}
 
@@ -126,17 +135,32 @@ class JobJudges:
         return measured if measured is not None else compile_known_s(self.predictor.profile, mode)
 
     def over_allowance(self, config: Config) -> str | None:
-        """Why compiling ``config`` costs more of the job than it may take now, or None: its
-        mode's known compile seconds (:meth:`compile_s`) over :attr:`compile_allowance`."""
-        if config.compile == "off" or self.compile_allowance is None:
+        """Why trying ``config`` costs more of the job than a trial may take now, or None:
+        its mode's known compile seconds (:meth:`compile_s`) over :attr:`compile_allowance`,
+        or its trial's predicted seconds (:func:`trial_seconds`, that compile included) over
+        :attr:`trial_allowance`."""
+        known = None if config.compile == "off" else self.compile_s(config.compile)
+        if known is not None and self.compile_allowance is not None:
+            allowance = self.compile_allowance()
+            if known > allowance:
+                return (
+                    f"compiling ({config.compile}) takes {known:,.0f} s, over the "
+                    f"{allowance:,.0f} s one compile may take of the job's remaining time"
+                )
+        if self.trial_allowance is None:
             return None
-        known = self.compile_s(config.compile)
-        allowance = self.compile_allowance()
-        if known is None or known <= allowance:
+        plan, trial_allowance = self.trial_allowance
+        predicted = predict_configs(
+            self.predictor.profile, [config], self.predictor.memory_budget_bytes
+        )
+        predicted = dataclasses.replace(predicted, compile_s=np.array([known or 0.0]))
+        seconds = float(trial_seconds(predicted, plan)[0])
+        allowance = trial_allowance()
+        if not seconds > allowance:  # NaN (no prediction) passes
             return None
         return (
-            f"compiling ({config.compile}) takes {known:,.0f} s, over the {allowance:,.0f} s "
-            "one compile may take of the job's remaining time"
+            f"its trial is predicted to take {seconds:,.0f} s at least, over the "
+            f"{allowance:,.0f} s one trial may take of the job's remaining time"
         )
 
     def compiled(self, mode: str, compile_s: float) -> None:

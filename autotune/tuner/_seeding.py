@@ -14,9 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from autotune.measure import MeasurePlan
 from autotune.predict import Predictions
 from autotune.search import CEILING_SHARE
 from autotune.space import Config, SearchSpace
+from autotune.tuner._budget import trial_seconds
 from autotune.tuner._judges import SLOW_SHARE
 
 #: Predicted-best and most-uncertain configurations queued after the baseline and checklist,
@@ -101,26 +103,41 @@ class _Seeds:
         return taken
 
 
-def seedable(
-    predictions: Predictions, run_samples: int | None, compile_allowance_s: float | None
-) -> Predictions:
-    """``predictions`` as the seeds read them: over a run of ``run_samples`` (each compile's
-    seconds charged once, see :meth:`Predictions.over_run`), with the compiled configurations
-    the profile did not time, and those whose compile takes over ``compile_allowance_s``,
-    left out as if over memory.
+@dataclasses.dataclass(frozen=True)
+class SeedBounds:
+    """What a seed may cost the job: the user's run its compile must repay (samples; None:
+    unknown), the seconds one compile may take, and the seconds one trial may be predicted
+    to take (see :func:`~autotune.tuner._budget.trial_seconds`) under the search's ``plan``."""
 
-    A compile is paid in full before a trial learns anything: seeding one the profile never
-    timed, or one that takes more of the job than a compile may, spent most of a default job
-    on one trial (evidence: ``benchmarks/RESULTS.md``, "Compile within the job's time").
+    run_samples: int | None = None
+    compile_allowance_s: float | None = None
+    plan: MeasurePlan | None = None
+    trial_allowance_s: float | None = None
+
+
+def seedable(predictions: Predictions, bounds: SeedBounds) -> Predictions:
+    """``predictions`` as the seeds read them: over a run of ``bounds.run_samples`` (each
+    compile's seconds charged once, see :meth:`Predictions.over_run`), with these left out as
+    if over memory: the compiled configurations the profile did not time, those whose compile
+    takes over the compile allowance, those whose batch the step sweep did not reach, and
+    those whose trial is predicted to take over the trial allowance.
+
+    A compile is paid in full before a trial learns anything, and a batch past the sweep is
+    predicted at the largest timed batch's rate, a guess: seeding either blind, or a trial of
+    a batch of thousands stepped by many workers, spent most of a default job on one trial
+    (evidence: ``benchmarks/RESULTS.md``, "Compile within the job's time"). The search may
+    still propose them, each judged by what it is then known to cost.
     """
     compiled = predictions.columns.compile > 0
     compile_s = predictions.compile_s
-    left_out = compiled & np.isnan(compile_s)
-    if compile_allowance_s is not None:
-        left_out |= compiled & (np.nan_to_num(compile_s, nan=0.0) > compile_allowance_s)
+    left_out = (compiled & np.isnan(compile_s)) | ~predictions.step_timed
+    if bounds.compile_allowance_s is not None:
+        left_out |= compiled & (np.nan_to_num(compile_s, nan=0.0) > bounds.compile_allowance_s)
+    if bounds.plan is not None and bounds.trial_allowance_s is not None:
+        left_out |= trial_seconds(predictions, bounds.plan) > bounds.trial_allowance_s
     return dataclasses.replace(
         predictions,
-        samples_per_s=predictions.over_run(run_samples),
+        samples_per_s=predictions.over_run(bounds.run_samples),
         over_memory=predictions.over_memory | left_out,
     )
 
@@ -131,18 +148,17 @@ def seed_configs(
     n_trials: int,
     already: Iterable[Config],
     keeping_batch: int | None = None,
-    run_samples: int | None = None,
-    compile_allowance_s: float | None = None,
+    bounds: SeedBounds | None = None,
 ) -> list[Config]:
     """The predicted best few (one per combination of :data:`PROFILED_KNOBS`), the predicted
     best that keeps the effective batch ``keeping_batch`` (a batch size dividing it, for the
     drop-in answer), the best of each precision read close to the best that none of these
     runs in (see :func:`_close_precisions`; each in place of an uncertain seed), then the most
     uncertain few (no two turning the same knob away from what the profile ran), none
-    predicted over memory and none already queued; all ranked over a run of ``run_samples``,
-    no compiled one the profile did not time or whose compile takes over
-    ``compile_allowance_s`` (see :func:`seedable`)."""
-    predictions = seedable(predictions, run_samples, compile_allowance_s)
+    predicted over memory and none already queued; all ranked over the user's run, none that
+    costs more than ``bounds`` allow or that the profile did not time (see
+    :func:`seedable`)."""
+    predictions = seedable(predictions, bounds or SeedBounds())
     room = max(0, n_trials - 2)
     best_count = min(PREDICTED_BEST, max(1, room // 3))
     uncertain_count = min(MOST_UNCERTAIN, room // 5)
