@@ -298,3 +298,77 @@ def test_a_plain_workload_and_other_returns_are_unchanged(workload_file: Any) ->
     assert isinstance(load_workload(workload_file("tiny")), Workload)
     with pytest.raises(WorkloadError, match="returned int, expected autotune.Workload"):
         load_workload(workload_file("bad_return"))
+
+
+# -- end to end: `autotune run` on the framework's script, the answer applied through exports -----
+
+#: A tiny job: four measurements, no profile, no compile (test_compile.py times that).
+TINY_JOB = [
+    "--trials", "2", "--device", "cpu", "--min-seconds", "0.3", "--min-steps", "3",
+    "--warmup-steps", "1", "--confirm-top", "1", "--confirm-rounds", "1", "--no-profile",
+    "--fix", "compile=off",
+]  # fmt: skip
+
+
+def tune(spec: str, tmp_path: Path) -> dict[str, Any]:
+    """``autotune run spec`` as a user runs it; the recommendation it writes, validated."""
+    import json
+    import subprocess
+    import sys
+
+    from autotune.recommend import validate_recommendation
+
+    out = tmp_path / "best.json"
+    command = [sys.executable, "-m", "autotune", "run", spec, "--db", str(tmp_path / "a.db")]
+    done = subprocess.run(
+        [*command, "--out", str(out), *TINY_JOB], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    document: dict[str, Any] = json.loads(out.read_text())
+    validate_recommendation(document)
+    return document
+
+
+@pytest.mark.slow
+def test_a_trainer_script_is_tuned_and_its_trainer_trains_with_the_exports(
+    tmp_path: Path,
+) -> None:
+    document = tune(f"{WORKLOADS / 'hf_trainer.py'}:make_trainer", tmp_path)
+    assert document["workload"] == "hf_trainer"
+    assert document["baseline"]["config"]["batch_size"] == 16  # as TrainingArguments set it
+    for answer in (document, document["same_effective_batch"]):
+        arguments = answer["exports"]["hf_training_arguments"]
+        trainer = make_configured_trainer(tmp_path, **arguments, max_steps=2, disable_tqdm=True)
+        assert trainer.args.per_device_train_batch_size == answer["config"]["batch_size"]
+        assert trainer.args.dataloader_num_workers == answer["config"]["num_workers"]
+        assert trainer.train().global_step == 2
+
+
+@pytest.mark.slow
+def test_a_lightning_script_is_tuned_and_its_trainer_fits_with_the_exports(
+    tmp_path: Path,
+) -> None:
+    import importlib.util
+
+    document = tune(f"{WORKLOADS / 'lit.py'}:make", tmp_path)
+    assert document["workload"] == "lit"
+    assert document["baseline"]["config"]["batch_size"] == 32  # the DataModule's DataLoader
+    spec = importlib.util.spec_from_file_location("lit_module", WORKLOADS / "lit.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    for answer in (document, document["same_effective_batch"]):
+        exports = answer["exports"]
+        data = script.ImagesData(**exports["dataloader"])
+        trainer = L.Trainer(
+            **exports["lightning_trainer"],
+            max_steps=2,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            default_root_dir=str(tmp_path),
+        )
+        trainer.fit(script.Classifier(), datamodule=data)
+        assert trainer.global_step == 2
+        assert trainer.train_dataloader.batch_size == answer["config"]["batch_size"]
+        assert trainer.train_dataloader.num_workers == answer["config"]["num_workers"]

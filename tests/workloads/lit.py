@@ -3,6 +3,8 @@ dataset augments its images on the CPU in ``__getitem__`` (a random crop and fli
 
 from __future__ import annotations
 
+from typing import Any
+
 import lightning as L
 import torch
 from torch import nn
@@ -58,9 +60,12 @@ class Classifier(L.LightningModule):
 
 
 class ImagesData(L.LightningDataModule):
-    def __init__(self, batch_size: int = 32) -> None:
+    """The training DataLoader takes ``loader`` (e.g. ``exports["dataloader"]``) over its own
+    ``batch_size=32, shuffle=True``."""
+
+    def __init__(self, **loader: Any) -> None:
         super().__init__()
-        self.batch_size = batch_size
+        self.loader = {"batch_size": 32, "shuffle": True, **loader}
         self.train: Images | None = None
 
     def setup(self, stage: str) -> None:
@@ -68,7 +73,7 @@ class ImagesData(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader[tuple[torch.Tensor, torch.Tensor]]:
         assert self.train is not None
-        return DataLoader(self.train, batch_size=self.batch_size, shuffle=True)
+        return DataLoader(self.train, **self.loader)
 
 
 def make() -> tuple[Classifier, ImagesData]:
