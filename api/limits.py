@@ -92,19 +92,24 @@ class LoopbackClientsOnly:
 
 
 class DatabaseAdmission:
-    """Let at most as many requests in at once as the database pool can serve; the rest wait
-    here, on the event loop, for their turn.
+    """Let at most ``limit`` requests in at once, and never more than the database pool can
+    serve; the rest wait here, on the event loop, for their turn.
 
     Without it, more requests than connections deadlock: a sync endpoint's answer is serialised
     on a thread of the shared pool while its session still holds a connection, and those threads
     can all be taken by requests waiting for a connection, until the pool's timeout (30 s) fails
     them with 503. ``reserved`` connections are left to the embedded worker and to /readyz;
-    the ``exempt`` paths (the probes) touch no connection and never wait here.
+    the ``exempt`` paths (the probes) touch no connection and never wait here. A ``limit`` below
+    the pool keeps few threads contending for the interpreter's lock with the event loop, which
+    answers the probes (benchmarks/RESULTS.md#service-under-load).
     """
 
-    def __init__(self, app: ASGIApp, exempt: Collection[str], reserved: int = 3) -> None:
+    def __init__(
+        self, app: ASGIApp, exempt: Collection[str], limit: int, reserved: int = 3
+    ) -> None:
         self.app = app
         self.exempt = frozenset(exempt)
+        self.limit = limit
         self.reserved = reserved
         self._admitted: anyio.Semaphore | None = None  # made on the server's event loop
 
@@ -112,7 +117,7 @@ class DatabaseAdmission:
         if self._admitted is None:
             pool = scope["app"].state.database.engine.pool
             capacity = pool.size() + max(0, getattr(pool, "_max_overflow", 0))
-            self._admitted = anyio.Semaphore(max(1, capacity - self.reserved))
+            self._admitted = anyio.Semaphore(min(self.limit, max(1, capacity - self.reserved)))
         return self._admitted
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

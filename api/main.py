@@ -220,7 +220,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     # Innermost: only requests the other limits let through wait for a database connection.
-    app.add_middleware(DatabaseAdmission, exempt=ops.PROBES)
+    app.add_middleware(DatabaseAdmission, exempt=ops.PROBES, limit=settings.database_requests)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(

@@ -84,6 +84,10 @@ class Settings(BaseSettings):
     max_trials: int = Field(default=500, ge=1)
     #: Connections and requests uvicorn serves at once (``autotune serve``); past it, 503.
     limit_concurrency: int = Field(default=64, ge=1)
+    #: Requests that may use the database at once (at most the pool's connections); the others
+    #: wait their turn on the event loop. More threads running Python at once only contend for
+    #: the interpreter's lock, and the event loop (the probes) waits behind each of them.
+    database_requests: int = Field(default=4, ge=1, le=1000)
     #: Serve the interactive API docs at /docs and /redoc (their scripts come from a CDN).
     api_docs: bool = False
 

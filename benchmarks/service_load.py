@@ -12,9 +12,11 @@ requests, send for ``--seconds`` a mix of what users and dashboards send:
 - ``POST /v1/jobs`` with bad bodies, each of which must be answered 422.
 
 A separate process asks ``/healthz`` every ``--probe-ms`` meanwhile: its latencies are the
-server's, without the load clients' own event loop in them. After the load, the database is read
-directly: every job's trial numbers must be 1..N with none twice, every trial a client was shown
-must still be stored as shown, and every accepted submission must be stored once.
+server's, without the load clients' own event loop in them. That loop's lag (how late it wakes
+from a 50 ms sleep) is reported too, to tell the clients' tail from the server's. After the
+load, the database is read directly: every job's trial numbers must be 1..N with none twice,
+every trial a client was shown must still be stored as shown, and every accepted submission
+must be stored once.
 
 Prints one JSON line (the summary) and then a readable table. Loopback only, bounded in clients,
 time and submissions. Run it on an otherwise idle machine: every figure is a latency.
@@ -102,6 +104,9 @@ class Observed:
     accepted_ids: list[int] = field(default_factory=list)
     trials_seen: dict[tuple[int, int], str] = field(default_factory=dict)
     errors: Counter[str] = field(default_factory=Counter)
+    #: How late the clients' own event loop woke from each of its ticks (s): a client's
+    #: latency includes this wait, which is the load generator's and not the server's.
+    loop_lag: list[float] = field(default_factory=list)
 
 
 # -- the server --------------------------------------------------------------------------------
@@ -132,7 +137,7 @@ def fresh_database(url: str | None, directory: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def serve(db_url: str, directory: Path) -> Iterator[str]:
+def serve(db_url: str, directory: Path, database_requests: int | None = None) -> Iterator[str]:
     """``autotune serve`` with its embedded worker; yields its base URL."""
     port = _free_port()
     environment = {
@@ -140,6 +145,8 @@ def serve(db_url: str, directory: Path) -> Iterator[str]:
         "AUTOTUNE_SUBMISSIONS_PER_MINUTE": "1000000",
         "AUTOTUNE_MAX_QUEUED_JOBS": "1000000",
     }
+    if database_requests is not None:
+        environment["AUTOTUNE_DATABASE_REQUESTS"] = str(database_requests)
     if LOCK_DIR_ENV in os.environ:  # a test session's private device locks
         environment[LOCK_DIR_ENV] = os.environ[LOCK_DIR_ENV]
     log_path = directory / "server.log"
@@ -253,13 +260,21 @@ async def _client(
             await asyncio.sleep(rng.uniform(0, 2 * think_s))
 
 
+async def _watch_loop(until: float, tick_s: float, lag: list[float]) -> None:
+    while time.monotonic() < until:
+        started = time.perf_counter()
+        await asyncio.sleep(tick_s)
+        lag.append(max(0.0, time.perf_counter() - started - tick_s))
+
+
 async def run_load(
     base: str, job_id: int, clients: int, seconds: float, think_s: float
 ) -> Observed:
     observed = Observed()
     until = time.monotonic() + seconds
     await asyncio.gather(
-        *(_client(base, job_id, until, think_s, seed, observed) for seed in range(clients))
+        _watch_loop(until, 0.05, observed.loop_lag),
+        *(_client(base, job_id, until, think_s, seed, observed) for seed in range(clients)),
     )
     return observed
 
@@ -371,6 +386,7 @@ def summarise(
         "clients": args.clients,
         "seconds": args.seconds,
         "think_ms": args.think_ms,
+        "database_requests": args.database_requests,
         "workload": args.workload,
         "requests": len(observed.answers),
         "requests_per_s": round(len(observed.answers) / args.seconds, 1),
@@ -381,6 +397,7 @@ def summarise(
         "unexpected": sum(k["unexpected"] for k in by_kind.values()),
         "by_kind": by_kind,
         "healthz_clients": {k: by_kind["healthz"][k] for k in ("p50_ms", "p99_ms", "max_ms")},
+        "client_loop_lag": _ms(observed.loop_lag),
         "healthz_probe": {
             "requests": len(probed),
             "failed": sum(1 for p in probed if p is None),
@@ -405,6 +422,11 @@ def table(summary: dict[str, Any]) -> str:
             f"| {kind} | {count} | {answers} | {row['unexpected']} | {row['p50_ms']} "
             f"| {row['p99_ms']} | {row['max_ms']} |"
         )
+    lag = summary["client_loop_lag"]
+    lines.append(
+        f"| (clients' own event loop, lag) | | | | {lag['p50_ms']} | {lag['p99_ms']} "
+        f"| {lag['max_ms']} |"
+    )
     store = summary["store"]
     lines += ["", *(f"- {key}: {value}" for key, value in store.items())]
     machine = summary["machine"]
@@ -429,12 +451,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--db", default=None, help="a PostgreSQL URL to use a fresh schema of (default: SQLite)"
     )
+    parser.add_argument(
+        "--database-requests",
+        type=int,
+        default=None,
+        help="the server's AUTOTUNE_DATABASE_REQUESTS (default: the server's own default)",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.clients <= 200 or not 0 < args.seconds <= 600:
         parser.error("give 1-200 clients and at most 600 seconds: the load is bounded")
     directory = Path(tempfile.mkdtemp(prefix="autotune-load-"))
     try:
-        with fresh_database(args.db, directory) as db_url, serve(db_url, directory) as base:
+        with (
+            fresh_database(args.db, directory) as db_url,
+            serve(db_url, directory, args.database_requests) as base,
+        ):
             job_id = start_job(base, args.workload, budget_s=args.seconds * 3 + 60)
             trials_before = httpx.get(f"{base}/v1/jobs/{job_id}/trials", timeout=30).json()["count"]
             results = multiprocessing.get_context("spawn").Queue()

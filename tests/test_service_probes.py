@@ -17,9 +17,13 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import anyio
 import httpx
 import pytest
+from autotune_api.limits import DatabaseAdmission
 from autotune_api.routes import ops
 from conftest_service import Service, add_job, postgres_schema_url, start_service
 from fastapi.routing import APIRoute
@@ -164,3 +168,40 @@ def test_health_answers_and_readiness_fails_while_the_database_is_out_of_reach(
         finally:
             forwarder.cut()
             service.stop()
+
+
+@pytest.mark.parametrize(
+    ("limit", "admitted"),
+    # SQLite's pool holds 5 connections and 10 overflow; 3 stay for the worker and /readyz.
+    [(2, 2), (4, 4), (1000, 12)],
+)
+def test_database_admission_lets_in_its_limit_and_never_more_than_the_pool(
+    tmp_path: Path, limit: int, admitted: int
+) -> None:
+    database = open_database(f"sqlite:///{tmp_path / 'jobs.db'}")
+    inside, most = 0, 0
+
+    async def endpoint(scope: Any, receive: Any, send: Any) -> None:
+        nonlocal inside, most
+        inside += 1
+        most = max(most, inside)
+        await anyio.sleep(0.01)
+        inside -= 1
+
+    admission = DatabaseAdmission(endpoint, exempt=ops.PROBES, limit=limit)
+    app = SimpleNamespace(state=SimpleNamespace(database=database))
+
+    async def requests(path: str, count: int) -> None:
+        async with anyio.create_task_group() as group:
+            for _ in range(count):
+                scope = {"type": "http", "path": path, "app": app}
+                group.start_soon(admission, scope, None, None)
+
+    try:
+        anyio.run(requests, "/v1/jobs", 40)
+        assert most == admitted
+        most = 0
+        anyio.run(requests, "/healthz", 40)  # the probes never wait here
+        assert most == 40
+    finally:
+        database.dispose()
