@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
+from autotune.errors import ConfigError
 from autotune.service import ClaimPolicy, ServiceClient, Worker
 from autotune.service._client import DEFAULT_SERVER
 from autotune.space import parse_assignments
-from autotune.store import Database, open_database, resolve_url
+from autotune.store import Database, lock_dir, open_database, resolve_url
 
 if TYPE_CHECKING:
     import uvicorn
@@ -95,7 +96,11 @@ def serve(
         insecure_allow_remote=insecure_allow_remote,
     )
     _logging(log_level)
-    open_database(settings.db).dispose()  # an old schema: one sentence here, not a traceback
+    # An unusable lock directory or an old schema: one sentence here, not a traceback from
+    # the server's startup.
+    if settings.embedded_worker:
+        lock_dir()
+    open_database(settings.db).dispose()
     uvicorn.Server(uvicorn_config(settings, log_level)).run()
 
 
@@ -139,6 +144,12 @@ def worker(
 
     SIGTERM or Ctrl-C stops the running trial and puts its job back in the queue.
     """
+    if workloads_dir is not None and not workloads_dir.is_dir():
+        raise ConfigError(
+            f"workloads directory {str(workloads_dir)!r} does not exist; create it or point "
+            "--workloads-dir (AUTOTUNE_WORKLOADS_DIR) at the server's one"
+        )
+    lock_dir()
     _logging(log_level)
     runner = Worker(
         open_database(db),

@@ -47,8 +47,15 @@ def lock_dir() -> Path:
     explicit = os.environ.get(LOCK_DIR_ENV)
     default = Path(tempfile.gettempdir(), f"autotune-locks-{os.getuid()}")
     directory = Path(explicit) if explicit else default
-    with contextlib.suppress(FileExistsError):
+    try:
         directory.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        pass  # checked below, whatever it is
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create the lock directory {str(directory)!r} ({exc.strerror}); point "
+            f"{LOCK_DIR_ENV} at a directory this user can write"
+        ) from None
     # The default's name is predictable in a shared /tmp: a link planted there is not ours.
     info = directory.stat() if explicit else directory.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
@@ -57,6 +64,11 @@ def lock_dir() -> Path:
             f"(uid {os.getuid()}, not writable by group or others), so another user could hold "
             f"a device lock; remove it or point {LOCK_DIR_ENV} at a directory of your own with "
             "mode 0700"
+        )
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"the lock directory {str(directory)!r} is not writable by this user; make it "
+            f"writable (chmod 700) or point {LOCK_DIR_ENV} at a directory this user can write"
         )
     return directory
 
