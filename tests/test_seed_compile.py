@@ -12,11 +12,13 @@ import pytest
 from test_predict import CPU, TOKENS, make_profile
 
 from autotune.measure import MeasurePlan
-from autotune.predict import CompilePoint, Profile, predict_configs, predict_space
+from autotune.measure.profiling._plan import OPTIMIZER_OVERHEAD_S
+from autotune.predict import CompilePoint, OptimizerPoint, Profile, predict_configs, predict_space
 from autotune.space import Config, SearchSpace
 from autotune.tuner._budget import COMPILE_SHARE, TYPICAL_TRIAL_S, TimeBudget, trial_seconds
 from autotune.tuner._judges import JobJudges
 from autotune.tuner._predictor import Predictor
+from autotune.tuner._profiling import profile_plan
 from autotune.tuner._seeding import SeedBounds, seed_configs
 
 #: Enough samples in the run that a compile of tens of seconds is repaid by a faster step.
@@ -228,3 +230,72 @@ def test_a_trial_predicted_to_take_over_its_share_of_the_job_is_neither_seeded_n
     assert reason is not None and "90 s one trial may take" in reason
     generous = JobJudges(predictor, cast(Any, None), None, trial_allowance=(plan, lambda: 1e4))
     assert generous.predicted_slow(big, Config(batch_size=64), 100.0) is None
+
+
+def optimizer_profile(impl_rate: float | None, error: str | None = None) -> Profile:
+    """The compiling profile's step with a ``foreach`` optimizer timed at batch 32 at
+    ``impl_rate`` samples/s against the default's 1,000."""
+    timing = OptimizerPoint(
+        impl="foreach",
+        batch_size=32,
+        amp="off",
+        samples_per_s=impl_rate,
+        default_samples_per_s=None if impl_rate is None else 1000.0,
+        error=error,
+    )
+    profile = make_profile({32: 1000.0, 64: 2000.0, 128: 2000.0}, {0: 1e5, 2: 2e5})
+    return profile.model_copy(update={"optimizer": [timing]})
+
+
+def test_an_optimizer_implementation_is_a_column_of_seconds_saved_per_step() -> None:
+    # At batch 32, foreach steps in 16 ms where the default takes 32: 16 ms saved a step.
+    profile = optimizer_profile(2000.0)
+    configs = [
+        Config(batch_size=b, optimizer_impl=impl)
+        for b in (32, 128)
+        for impl in ("default", "foreach")
+    ]
+    rate = predict_configs(profile, configs).step_samples_per_s
+    assert rate[1] == pytest.approx(2 * rate[0])
+    # At 128 the default steps in 64 ms: the same 16 ms saved is a quarter of it.
+    assert 128 / rate[3] == pytest.approx(128 / rate[2] - 0.016)
+    # Accumulating over four micro-batches of 32, the optimizer steps once in four.
+    accumulating = [
+        Config(batch_size=32, grad_accum_steps=4, optimizer_impl=impl)
+        for impl in ("default", "foreach")
+    ]
+    rate = predict_configs(profile, accumulating).step_samples_per_s
+    assert 32 / rate[1] == pytest.approx(32 / rate[0] - 0.016 / 4)
+    # Below the batch it was timed at, never more than the share it saved there.
+    small = predict_configs(
+        profile, [Config(batch_size=8), Config(batch_size=8, optimizer_impl="foreach")]
+    ).step_samples_per_s
+    assert small[1] == pytest.approx(2 * small[0])
+    # Timed, it is a covered knob, a little less certain than the default.
+    predicted = predict_configs(profile, configs[:2])
+    assert predicted.uncovered_knobs(1) == frozenset()
+    assert predicted.uncertainty[1] > predicted.uncertainty[0]
+
+
+def test_an_implementation_the_profile_did_not_time_is_left_to_the_search() -> None:
+    for profile in (
+        make_profile({32: 1000.0, 64: 2000.0}, {0: 1e5}),
+        optimizer_profile(None, error="RuntimeError: fused needs floating-point parameters"),
+    ):
+        predicted = predict_configs(
+            profile, [Config(batch_size=64), Config(batch_size=64, optimizer_impl="foreach")]
+        )
+        assert predicted.samples_per_s[1] == predicted.samples_per_s[0]
+        assert predicted.uncovered_knobs(1) == {"optimizer_impl"}
+        assert predicted.uncertainty[1] > predicted.uncertainty[0]
+
+
+def test_the_profile_plan_times_each_implementation_the_space_searches() -> None:
+    with_impls = TOKENS.model_copy(update={"optimizer_impls": ("foreach", "fused")})
+    space = SearchSpace(CPU, with_impls, fixed={"amp": "off"})
+    plan = profile_plan(space, None, True, 40.0)
+    assert list(plan.optimizer_impls) == ["foreach", "fused"]
+    assert plan.timeout_s() == pytest.approx(40.0 + 2 * OPTIMIZER_OVERHEAD_S)
+    fixed = SearchSpace(CPU, with_impls, fixed={"amp": "off", "optimizer_impl": "default"})
+    assert list(profile_plan(fixed, None, True, 40.0).optimizer_impls) == []
+    assert list(profile_plan(SearchSpace(CPU, TOKENS), None, True, 40.0).optimizer_impls) == []

@@ -267,6 +267,46 @@ class CompilePoint(BaseModel):
         return self.samples_per_s / self.eager_samples_per_s
 
 
+class OptimizerPoint(BaseModel):
+    """The step with one optimizer implementation (``foreach`` or ``fused``), timed once at a
+    small batch against the step with the workload's optimizer as built (``default``) beside it.
+
+    An implementation changes the optimizer's update, which a step pays once whatever its
+    batch: what it saves is seconds per step (:attr:`saved_s`), a smaller share of a larger
+    batch's step, so the predictor takes those seconds off each configuration's step (once per
+    optimizer step where it accumulates gradients), never more than the share it saved here.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    impl: str
+    batch_size: int
+    amp: AmpMode
+    channels_last: bool = False
+    #: Samples/s of the step with this implementation and with the default beside it (None
+    #: where the implementation could not step).
+    samples_per_s: float | None = None
+    default_samples_per_s: float | None = None
+    #: Why the step could not run with this implementation, where it could not.
+    error: str | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        """The step's samples/s with this implementation over the default's; None where not
+        timed."""
+        if not self.samples_per_s or not self.default_samples_per_s:
+            return None
+        return self.samples_per_s / self.default_samples_per_s
+
+    @property
+    def saved_s(self) -> float | None:
+        """Seconds a step saves with this implementation (negative: it costs them); None
+        where not timed."""
+        if not self.samples_per_s or not self.default_samples_per_s:
+            return None
+        return self.batch_size / self.default_samples_per_s - self.batch_size / self.samples_per_s
+
+
 class Profile(BaseModel):
     """The step's capacity per batch/precision/layout, the loader's per worker count, and the
     memory each batch needs: the two bounds of every configuration."""
@@ -331,12 +371,21 @@ class Profile(BaseModel):
     #: ``torch.compile`` in each mode the space searches, timed once at a small batch (see
     #: :class:`CompilePoint`). Empty where the space does not compile, and in older profiles.
     compile: list[CompilePoint] = []
+    #: The step at each optimizer implementation the space searches besides the default, timed
+    #: once at a small batch (see :class:`OptimizerPoint`). Empty where the space has none,
+    #: and in older profiles.
+    optimizer: list[OptimizerPoint] = []
     duration_s: float = 0.0
     budget_s: float = 0.0
 
     def compile_point(self, mode: str) -> CompilePoint | None:
         """The profile's timing of ``torch.compile`` in ``mode``; None where it has none."""
         return next((p for p in self.compile if p.mode == mode), None)
+
+    def optimizer_point(self, impl: str) -> OptimizerPoint | None:
+        """The profile's timing of the step with optimizer implementation ``impl``; None where
+        it has none."""
+        return next((p for p in self.optimizer if p.impl == impl), None)
 
     def thread_points(self, threads: int, amp: str, channels_last: bool) -> list[StepPoint]:
         """The step's points on ``threads`` intra-op threads, by ascending batch."""
@@ -465,6 +514,7 @@ class Profile(BaseModel):
             "fork_copy": None if self.fork_copy is None else self.fork_copy.model_dump(),
             "accumulation": (None if self.accumulation is None else self.accumulation.model_dump()),
             "compile": [p.model_dump() for p in self.compile],
+            "optimizer": [p.model_dump() for p in self.optimizer],
             "duration_s": self.duration_s,
         }
 

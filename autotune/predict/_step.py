@@ -3,8 +3,9 @@
 The profile times forward, backward and optimizer step per batch, precision and layout (and
 on fewer intra-op threads); a configuration's step is read from those points through their
 curve (:func:`step_curve`), interpolated between batches, scaled to its thread count, to the
-gradient accumulation it runs and to its compile mode's timed ratio
-(:mod:`~autotune.predict._compile`), and borrowed from another precision where its own never
+gradient accumulation it runs, to its compile mode's timed ratio
+(:mod:`~autotune.predict._compile`) and to the seconds its optimizer implementation saved
+(:mod:`~autotune.predict._optimizer`), and borrowed from another precision where its own never
 ran.
 Between its steps the training thread also receives each batch from the workers and copies it
 to the device: host time added to the step's (:attr:`StepColumns.training_samples_per_s`).
@@ -21,6 +22,7 @@ import numpy as np
 
 from autotune.predict._columns import AMPS, BoolArray, Columns, FloatArray
 from autotune.predict._compile import COMPILE_TIMED, compile_columns
+from autotune.predict._optimizer import OPTIMIZER_TIMED, with_optimizer
 from autotune.predict._profile import Profile, StepPoint, step_curve
 from autotune.predict._uncertainty import (
     BASE_UNCERTAINTY,
@@ -112,6 +114,11 @@ def step_columns(profile: Profile, columns: Columns, receive_s: FloatArray) -> S
     compiled = compile_columns(profile, columns)
     rate, cpu = rate * compiled.ratio, cpu / compiled.ratio
     uncertainty = uncertainty + np.where(compiled.timed & (columns.compile > 0), COMPILE_TIMED, 0.0)
+    # Another optimizer implementation: the seconds per optimizer step the profile saw it save.
+    rate, cpu, optimizer_timed = with_optimizer(profile, columns, rate, cpu)
+    uncertainty = uncertainty + np.where(
+        optimizer_timed & (columns.optimizer_impl > 0), OPTIMIZER_TIMED, 0.0
+    )
     # A copy from pinned memory on CUDA does not wait: the loader's pinning thread copies
     # beside the step.
     copy = np.where(columns.pin_memory & (profile.device_type == "cuda"), 0.0, copy)

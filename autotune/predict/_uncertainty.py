@@ -17,6 +17,7 @@ import numpy as np
 
 from autotune.predict._columns import BoolArray, Columns, FloatArray
 from autotune.predict._compile import compile_columns
+from autotune.predict._optimizer import optimizer_columns
 from autotune.predict._profile import Profile
 
 #: Relative uncertainty of a prediction from measured points of every part it uses: the profile
@@ -39,6 +40,9 @@ UNCOVERED_KNOB = {
     # The step sweep runs eagerly: a compiled step's speed (and its compile time) is unknown
     # where the profile did not time its mode (see autotune.predict._compile).
     "compile": 0.5,
+    # The step sweep runs the optimizer as the workload builds it: another implementation's
+    # update is unknown where the profile did not time it (see autotune.predict._optimizer).
+    "optimizer_impl": 0.1,
     # The profile ran with or without glibc retaining freed memory; the other setting changes
     # how many pages each step faults in afresh, by an amount only a trial shows (the step's,
     # where the profile timed its fresh-heap ratio: then only the workers').
@@ -75,6 +79,7 @@ def uncovered_knobs(profile: Profile, columns: Columns) -> dict[str, BoolArray]:
         "cudnn_benchmark": columns.cudnn_benchmark,
         "tf32": columns.tf32,
         "compile": ~compile_columns(profile, columns).timed,
+        "optimizer_impl": ~optimizer_columns(profile, columns).timed,
         "persistent_workers": columns.persistent_workers & has_workers,
         "prefetch_factor": has_workers
         & (columns.prefetch_factor != PROFILED_PREFETCH)

@@ -24,11 +24,13 @@ from autotune.predict import Columns, Profile, predict_configs
 from autotune.space import Config
 
 #: Knobs the profile's eager step knows nothing of: a trial's gain through one (a compiled
-#: step, TF32, cuDNN's autotuner, pinned or device-prefetched copies) is no error of the
-#: profile's scale. Loader-side knobs it does not time (persistent workers, other prefetch
-#: factors) stay in: they move a configuration's throughput by its epoch's start, where these
-#: can double the step on a GPU.
-UNSCALED_KNOBS = frozenset({"compile", "tf32", "cudnn_benchmark", "pin_memory", "device_prefetch"})
+#: step, an optimizer implementation it did not time, TF32, cuDNN's autotuner, pinned or
+#: device-prefetched copies) is no error of the profile's scale. Loader-side knobs it does not
+#: time (persistent workers, other prefetch factors) stay in: they move a configuration's
+#: throughput by its epoch's start, where these can double the step on a GPU.
+UNSCALED_KNOBS = frozenset(
+    {"compile", "optimizer_impl", "tf32", "cudnn_benchmark", "pin_memory", "device_prefetch"}
+)
 
 
 def splits_by_heap(device_type: str) -> bool:

@@ -24,9 +24,9 @@ def profile_plan(
     compile_budget_s: float = 0.0,
     run_samples: int | None = None,
 ) -> ProfilePlan:
-    """What to profile: the space's batches, precisions, layouts, worker counts and step
-    thread counts, and its compile modes where one compile may take ``compile_budget_s``
-    (none with 0) against a run of ``run_samples``."""
+    """What to profile: the space's batches, precisions, layouts, worker counts, step thread
+    counts and optimizer implementations, and its compile modes where one compile may take
+    ``compile_budget_s`` (none with 0) against a run of ``run_samples``."""
     choices = space.choices
     batches = choices["batch_size"]
     loader_batch = min(space.baseline().batch_size, max(batches))
@@ -54,6 +54,7 @@ def profile_plan(
         compile_modes=[m for m in choices["compile"] if m != "off"] if compile_budget_s else [],
         compile_budget_s=compile_budget_s,
         run_samples=run_samples,
+        optimizer_impls=[i for i in choices["optimizer_impl"] if i != "default"],
     )
 
 

@@ -12,7 +12,9 @@ the code that measures it, one module per part, run in this order by :func:`prof
   sizes in ascending order per precision and layout, up to the first that does not fit, swept
   twice (on a CPU the second sweep only where the first casts doubt). Then the space's other
   intra-op thread counts (:mod:`._threads`) and, where the space accumulates gradients, the
-  optimizer step and a backward adding into kept gradients (:mod:`._accumulation`).
+  optimizer step and a backward adding into kept gradients (:mod:`._accumulation`), and the
+  step with each optimizer implementation the space searches against the default's
+  (:mod:`._optimizer`).
 - **Loader alone** (:mod:`._loader`, :mod:`._loader_followup`): the DataLoader built as a
   trial builds it, its batches only pulled, for a rising number of workers, beyond the grid
   while it keeps scaling; then a larger batch and more batches ahead.

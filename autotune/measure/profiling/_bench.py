@@ -22,11 +22,12 @@ from torch.utils.data import IterableDataset, default_collate
 from autotune.measure._batches import map_tensors, to_device
 from autotune.measure._host_allocator import release_freed_memory
 from autotune.measure._host_memory import peak_rss_bytes, reset_peak_rss
+from autotune.measure._optimizer import with_implementation
 from autotune.measure._step import TrainingStep, forward_loss
 from autotune.measure.profiling._cpu_time import _cpu_seconds
 from autotune.measure.profiling._plan import ProfilePlan
 from autotune.predict import StepPoint
-from autotune.space import AmpMode, CompileMode, Config
+from autotune.space import AmpMode, CompileMode, Config, OptimizerImpl
 from autotune.workload import Workload
 
 #: Timed window of one step point in one sweep: long enough for a few steps of a small batch,
@@ -106,7 +107,8 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 class StepBench:
-    """One precision and layout: the model, its optimizer and the step, built once."""
+    """One precision and layout (and compile mode and optimizer implementation): the model,
+    its optimizer and the step, built once."""
 
     def __init__(
         self,
@@ -115,14 +117,22 @@ class StepBench:
         amp: AmpMode,
         channels_last: bool,
         compile_mode: CompileMode = "off",
+        optimizer_impl: OptimizerImpl = "default",
     ) -> None:
         self.workload = workload
         self.device = device
-        config = Config(amp=amp, channels_last=channels_last, compile=compile_mode)
+        config = Config(
+            amp=amp,
+            channels_last=channels_last,
+            compile=compile_mode,
+            optimizer_impl=optimizer_impl,
+        )
         self.training = TrainingStep(config, device, workload.max_grad_norm)
         self.model = self.training.prepare_model(workload.model())
         self.model.train()
-        self.optimizer = workload.optimizer(self.model.parameters())
+        self.optimizer = with_implementation(
+            workload.optimizer(self.model.parameters()), optimizer_impl
+        )
         self.channels_last = channels_last
 
     def on_device(self, batch: Any) -> Any:

@@ -1,9 +1,10 @@
 """The profile's order of work: each part in turn, inside one trial process, into one Profile.
 
 :func:`profile` sets the heap up as the plan asks, reads the sample pool once, then runs the
-fresh-heap probe, the step sweep, the thread sweep, the fork and accumulation probes, the
-loader sweep and its follow-ups, and last the compile probe, and assembles what they
-measured into the predictor's :class:`~autotune.predict.Profile`. It owns no measurement of its own.
+fresh-heap probe, the step sweep, the thread sweep, the fork, accumulation and optimizer
+probes, the loader sweep and its follow-ups, and last the compile probe, and assembles what
+they measured into the predictor's :class:`~autotune.predict.Profile`. It owns no measurement
+of its own.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from autotune.measure.profiling._loader import (
     worker_memory,
 )
 from autotune.measure.profiling._loader_followup import profile_large_batch, profile_prefetch
+from autotune.measure.profiling._optimizer import optimizer_batches, profile_optimizer
 from autotune.measure.profiling._plan import ProfilePlan
 from autotune.measure.profiling._step import memory_models, profile_step
 from autotune.measure.profiling._threads import profile_step_threads
@@ -65,6 +67,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
     accumulation = (
         profile_accumulation(workload, device, source, plan) if plan.accumulation else None
     )
+    optimizer = profile_optimizer(workload, device, optimizer_batches(plan, source.make), plan)
     collate = source.collate_seconds(plan.loader_batch_size)
     sample_bytes = source.sample_bytes()
     compiling = compile_batches(plan, source.make)
@@ -108,6 +111,7 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         fork_copy=fork_copy,
         accumulation=accumulation,
         compile=compiled,
+        optimizer=optimizer,
         duration_s=time.perf_counter() - started,
         budget_s=budget_s,
     )

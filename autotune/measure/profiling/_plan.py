@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autotune.space import AmpMode
+from autotune.space import AmpMode, OptimizerImpl
 
 #: Seconds for the whole step sweep: enough for the grid's batches in one or two precisions on
 #: a small CPU, and a point left out is extrapolated (its predictions flagged as uncertain)
@@ -25,6 +25,9 @@ MEMORY_MARGIN = 0.9
 #: Seconds the profile's process is allowed per compile mode beyond its compile allowance: the
 #: compiled and eager windows, building the models, and leaving an abandoned compile.
 COMPILE_OVERHEAD_S = 15.0
+#: Seconds the profile's process is allowed per optimizer implementation: building the model
+#: again and its windows beside the default's (a step of the workload's batch each, at least).
+OPTIMIZER_OVERHEAD_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -67,13 +70,18 @@ class ProfilePlan:
     compile_budget_s: float = 0.0
     #: Samples in the user's run, which a compile must repay; None where unknown.
     run_samples: int | None = None
+    #: The optimizer implementations the space searches besides ``default``: each is timed
+    #: once at :attr:`loader_batch_size` against the default (see
+    #: :func:`~autotune.measure.profiling._optimizer.profile_optimizer`).
+    optimizer_impls: Sequence[OptimizerImpl] = ()
 
     def timeout_s(self) -> float:
-        """Seconds the profile measures for at most: its budgets, and each compile mode's
-        allowance with what timing it adds."""
+        """Seconds the profile measures for at most: its budgets, each compile mode's
+        allowance with what timing it adds, and each optimizer implementation's timing."""
         compiles = sum(m != "off" for m in self.compile_modes) if self.compile_budget_s else 0
         return (
             self.step_budget_s
             + self.loader_budget_s
             + compiles * (self.compile_budget_s + COMPILE_OVERHEAD_S)
+            + len(self.optimizer_impls) * OPTIMIZER_OVERHEAD_S
         )
