@@ -1,7 +1,7 @@
 """One isolated process per trial, forked from a warm server: start, supervise (timeout,
 memory, prune, cancel), classify."""
 
-from autotune.runner._devices import TrialDevice, trial_device
+from autotune.runner._devices import TrialDevice, rank_devices, trial_device
 from autotune.runner._environment import trial_environment, withhold_from_trials
 from autotune.runner._launcher import START_ENV, TrialLauncher
 from autotune.runner._process import (
@@ -33,6 +33,7 @@ __all__ = [
     "kill_group",
     "probe_workload",
     "profile_workload",
+    "rank_devices",
     "run_trial",
     "trial_device",
     "trial_environment",

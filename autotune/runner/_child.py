@@ -211,11 +211,14 @@ def ranked_trial(request: dict[str, Any], emit: EventWriter) -> None:
             workload, config, device, plan, progress=global_progress if rank == 0 else None
         )
         mine = metrics.as_dict()
+        # Each rank's own high-water mark: their sum bounds the ranks' peak together, which
+        # the parent's sampler (at the lowest priority, on cores the ranks keep busy) can miss.
+        peak = peak_proportional_bytes()
         if device.type == "cuda":
             mine["peak_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
             mine["peak_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
         gathered: list[Any] = [None] * world
-        torch.distributed.all_gather_object(gathered, mine)
+        torch.distributed.all_gather_object(gathered, (mine, peak))
     except Exception as exc:
         traceback.print_exc()
         if peer_failed is not None and peer_failed.wait(_PEER_GRACE_S):
@@ -223,6 +226,8 @@ def ranked_trial(request: dict[str, Any], emit: EventWriter) -> None:
         outcome = (
             "nonfinite"
             if isinstance(exc, NonFiniteLoss)
+            else "unsuited"  # set aside by the job, as a single-process trial's
+            if isinstance(exc, UnsuitedValue)
             else "oom"
             if is_out_of_memory(exc)
             else "error"
@@ -233,7 +238,7 @@ def ranked_trial(request: dict[str, Any], emit: EventWriter) -> None:
     if rank != 0:
         sys.stdout.flush()
         os._exit(0)
-    combined = combine_metrics(gathered)
+    combined = combine_metrics([rank_metrics for rank_metrics, _ in gathered])
     emit(
         {
             "event": "result",
@@ -242,7 +247,7 @@ def ranked_trial(request: dict[str, Any], emit: EventWriter) -> None:
             "metrics": combined,
             "peak_memory_allocated_bytes": combined.get("peak_memory_allocated_bytes"),
             "peak_memory_reserved_bytes": combined.get("peak_memory_reserved_bytes"),
-            "peak_proportional_bytes": peak_proportional_bytes(),
+            "peak_proportional_bytes": sum(peak for _, peak in gathered),
             "ranks": world,
         }
     )

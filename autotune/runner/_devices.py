@@ -69,3 +69,33 @@ def trial_device(requested: str, environ: Mapping[str, str], count: int = 1) -> 
     if count > 1:
         check_gpu_count(count, len(entries) - index)
     return TrialDevice("cuda:0", ",".join(entries[index : index + count]), index)
+
+
+def rank_devices(requested: str, nproc: int, gpus: int | None = None) -> list[str]:
+    """The devices a trial of ``nproc`` ranks on ``requested`` holds, as ``--device`` names:
+    the CPU once (its ranks share it), else ``nproc`` GPUs from ``requested``'s index on (one
+    per rank, as :func:`trial_device` makes them visible). ``gpus``: the GPUs this process
+    sees (``torch.cuda.device_count()`` by default); too few for the ranks is a
+    :class:`ConfigError` naming both numbers.
+
+    Example:
+        >>> rank_devices("cuda:1", 2, gpus=4)
+        ['cuda:1', 'cuda:2']
+        >>> rank_devices("cpu", 4)
+        ['cpu']
+    """
+    if requested == "cpu":
+        return ["cpu"]
+    match = _CUDA.match(requested)
+    if requested == "auto" or match is not None:
+        if gpus is None:
+            import torch
+
+            gpus = torch.cuda.device_count()
+        if requested == "auto" and gpus == 0:
+            return ["cpu"]
+        index = int(match.group(1) or 0) if match is not None else 0
+        if nproc > 1:
+            check_gpu_count(nproc, max(0, gpus - index))
+        return [f"cuda:{index + rank}" for rank in range(nproc)]
+    return [requested]  # not a device: the probe refuses it, in words

@@ -311,7 +311,9 @@ def _outcome(run: _Run, memory: _HostMemory, tail: str) -> dict[str, Any]:
         outcome = run.rank_failure.get("outcome", "error")
         return {
             "exit_code": None,
-            "outcome": outcome if outcome in ("oom", "nonfinite", "crashed") else "error",
+            "outcome": outcome
+            if outcome in ("oom", "nonfinite", "crashed", "unsuited")
+            else "error",
             "error": run.rank_failure.get("error"),
         }
     if run.result is not None:

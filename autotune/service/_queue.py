@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, case, func, or_, select, update
+from sqlalchemy import and_, case, func, or_, select, true, update
 from sqlalchemy.orm import Session
 
 from autotune.errors import JobNotFoundError, JobStateError
@@ -38,6 +38,7 @@ def claim_next(
     policy: ClaimPolicy,
     now: datetime | None = None,
     device_class: str | None = None,
+    max_ranks: int | None = None,
 ) -> Job | None:
     """Claim the oldest queued job, or a running one whose worker stopped heartbeating.
 
@@ -45,7 +46,9 @@ def claim_next(
     database's clock) and its ``attempts`` counted. Abandoned jobs that used up their attempts
     are failed on the way. Jobs that are running without a heartbeat (a CLI ``autotune run``
     in its own process) are never taken. A worker declaring its ``device_class`` only takes
-    jobs of that class or of none yet, and stamps its class on the latter.
+    jobs of that class or of none yet, and stamps its class on the latter; one declaring
+    ``max_ranks`` (the devices it owns) only takes jobs of at most that many ranks
+    (``nproc_per_node``), so that a job of N ranks waits for a worker owning N devices.
     """
     now = now or database_now(session)
     abandoned = and_(
@@ -60,6 +63,11 @@ def claim_next(
             or_(Job.device_class.is_(None), Job.device_class == device_class)
             if device_class is not None
             else Job.device_class.is_(None)
+        )
+        .where(
+            func.coalesce(Job.options["nproc_per_node"].as_integer(), 1) <= max_ranks
+            if max_ranks is not None
+            else true()
         )
         .order_by(Job.id)
         .limit(1)

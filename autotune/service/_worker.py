@@ -1,6 +1,7 @@
 """A worker: claims jobs from the database and runs them one at a time, heartbeating.
 
-One worker owns one device and runs one trial at a time on it; the trials themselves run in
+One worker owns one device (or several GPUs of one class, for jobs of several DDP ranks) and
+runs one trial at a time on it; the trials themselves run in
 their own processes (see :mod:`autotune.runner`), so a worker is mostly waiting. While a job
 runs, a heartbeat thread refreshes the job's lease and turns a requested cancel, a lost lease
 or a shutdown into the ``cancel`` event that stops the running trial promptly.
@@ -25,9 +26,9 @@ from typing import Any, Protocol
 from optuna.exceptions import StorageInternalError
 from sqlalchemy.exc import SQLAlchemyError
 
-from autotune.errors import AutotuneError, LeaseLostError
+from autotune.errors import AutotuneError, ConfigError, LeaseLostError
 from autotune.measure import device_identity
-from autotune.runner import withhold_from_trials
+from autotune.runner import rank_devices, withhold_from_trials
 from autotune.service._catalog import WorkloadCatalog
 from autotune.service._fleet import announce, retire
 from autotune.service._queue import ClaimPolicy, claim_next, fail, heartbeat, release
@@ -74,6 +75,24 @@ def _tuner_run_job(db: Database, job_id: int, *, cancel: threading.Event, worker
     return run_job(db, job_id, LogReporter(), cancel=cancel, owner=worker_id)
 
 
+def _max_ranks(device: str, devices: int, device_class: str) -> int:
+    """The most ranks a worker owning ``devices`` GPUs from ``device`` on (or the CPU) runs;
+    a :class:`ConfigError` when those GPUs are missing or not all of ``device_class``."""
+    if devices < 1:
+        raise ConfigError(f"--devices {devices}: a worker owns one device at least; give 1 or more")
+    owned = rank_devices(device, devices)
+    if owned == ["cpu"]:
+        return len(os.sched_getaffinity(0))
+    for gpu in owned:
+        other = device_identity(gpu).device_class
+        if other != device_class:
+            raise ConfigError(
+                f"--devices {devices}: {gpu} is a {other!r}, not a {device_class!r} like "
+                f"{owned[0]}; a worker's GPUs must be of one class, so start one worker per class"
+            )
+    return devices
+
+
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
@@ -89,6 +108,9 @@ class Worker:
         poll_interval_s: how long to wait before looking again when the queue is empty.
         device: the device this worker owns; a job asking for ``auto`` runs on it, and only
             jobs for its device class (or none yet) are claimed.
+        devices: the GPUs this worker owns from ``device`` on, all of its class: it claims
+            jobs of up to that many ranks (``nproc_per_node``). A CPU worker claims jobs of
+            up to its cores in ranks, which share the host.
         run_job: runs one claimed job (the tuner's ``run_job`` by default).
         workloads_dir: the directory of workload files this worker runs, as the server's
             ``--workloads-dir``; a job whose workload is not in this worker's catalog fails.
@@ -102,6 +124,7 @@ class Worker:
         poll_interval_s: float = 1.0,
         device: str = "auto",
         worker_id: str | None = None,
+        devices: int = 1,
         run_job: JobRunner = _tuner_run_job,
         workloads_dir: Path | None = None,
     ) -> None:
@@ -113,6 +136,8 @@ class Worker:
         self.poll_interval_s = poll_interval_s
         self.device = device
         self.device_class = device_identity(device).device_class
+        #: The most ranks of a job this worker runs: one per GPU it owns, one per core on a CPU.
+        self.max_ranks = _max_ranks(device, devices, self.device_class)
         self.worker_id = worker_id or default_worker_id()
         self._run_job = run_job
         self.workloads_dir = workloads_dir
@@ -173,7 +198,13 @@ class Worker:
     def run_once(self) -> int | None:
         """Claim one job and run it to its end; the id of the job, or None if none was queued."""
         with self.db.session(immediate=True) as session:
-            job = claim_next(session, self.worker_id, self.policy, device_class=self.device_class)
+            job = claim_next(
+                session,
+                self.worker_id,
+                self.policy,
+                device_class=self.device_class,
+                max_ranks=self.max_ranks,
+            )
             if job is None:
                 return None
             job_id, attempt = job.id, job.attempts

@@ -11,6 +11,7 @@ from autotune.store._lease import database_now, lock_owned_job, next_trial_numbe
 from autotune.store._lock import (
     LOCK_DIR_ENV,
     device_lock,
+    device_locks,
     embedded_worker_slot,
     lock_dir,
     try_file_lock,
@@ -44,6 +45,7 @@ __all__ = [
     "configure_sqlite",
     "database_now",
     "device_lock",
+    "device_locks",
     "embedded_worker_slot",
     "head_revision",
     "lock_dir",

@@ -1,5 +1,7 @@
 """One trial at a time per device: a host-wide lock per (host, device), whoever runs trials.
 
+A trial of several ranks holds the lock of each of its devices, taken in a fixed order.
+
 A lock file under :func:`lock_dir` (``fcntl.flock``) serializes every process on this host;
 with a PostgreSQL database an advisory lock keyed by host and device is taken as well, so
 that workers sharing the database see each other even when they do not share a filesystem
@@ -23,7 +25,7 @@ import socket
 import stat
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO
@@ -157,6 +159,31 @@ def device_lock(
                 return bool(taken)
 
             if not _wait(take_advisory, cancel):
+                yield False
+                return
+        yield True
+
+
+@contextmanager
+def device_locks(
+    db: Database | None, devices: Iterable[str], cancel: threading.Event | None = None
+) -> Iterator[bool]:
+    """Hold every device of ``devices`` (a trial of several ranks, one GPU each), as
+    :func:`device_lock` holds one.
+
+    They are taken one by one in sorted order, whatever order ``devices`` lists them in: two
+    processes that want overlapping sets then wait for the same first device they share, and
+    never each hold one that the other waits for. Yields False (holding none) when ``cancel``
+    is set while waiting.
+
+    Example:
+        >>> with device_locks(None, ["cuda:GPU-b", "cuda:GPU-a"]) as held:
+        ...     held
+        True
+    """
+    with ExitStack() as stack:
+        for device in sorted(set(devices)):
+            if not stack.enter_context(device_lock(db, device, cancel)):
                 yield False
                 return
         yield True

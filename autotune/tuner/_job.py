@@ -23,6 +23,7 @@ from autotune.runner import (
     TrialCancelled,
     TrialLauncher,
     probe_workload,
+    rank_devices,
     run_trial,
 )
 from autotune.search import (
@@ -45,7 +46,7 @@ from autotune.store import (
     Job,
     Trial,
     TrialRecord,
-    device_lock,
+    device_locks,
     lock_owned_job,
     release_interrupted,
     utcnow,
@@ -94,6 +95,11 @@ class _JobRun:
         self.db = db
         self.owner = owner
         self.identity = device_identity(options.device)
+        #: The devices a trial holds: one GPU per rank, the CPU once (its ranks share it).
+        self.devices = [
+            device_identity(device).key
+            for device in rank_devices(options.device, options.nproc_per_node)
+        ]
         self.job_id = job_id
         self.options = options
         self.reporter = reporter
@@ -118,7 +124,7 @@ class _JobRun:
 
     def _probe(self) -> tuple[ProbeResult, SearchSpace]:
         options = self.options
-        with device_lock(self.db, self.identity.key, self.cancel) as held:
+        with device_locks(self.db, self.devices, self.cancel) as held:
             if not held:
                 raise JobCancelled
             probe = probe_workload(options.workload, options.device, options.trial_timeout_s)
@@ -239,7 +245,7 @@ class _JobRun:
             # The trial's compile is stopped at its allowance; the timeout only backs that up.
             timeout = min(timeout, self.options.trial_timeout_s + allowance)
         # Held for the whole trial process: another trial on this device would share it.
-        with device_lock(self.db, self.identity.key, self.cancel) as held:
+        with device_locks(self.db, self.devices, self.cancel) as held:
             if not held:
                 return None
             try:
