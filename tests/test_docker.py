@@ -1,5 +1,6 @@
 """docker/: the Dockerfiles pass hadolint and compose.yaml is a valid Compose file that runs
-PostgreSQL with a volume, the API and one worker per GPU, with health checks.
+PostgreSQL with a volume, the API and workers owning one GPU each or several (for jobs of
+several ranks), with health checks.
 
 Images cannot be built here (no daemon); these checks are what can run without one.
 """
@@ -63,5 +64,15 @@ def test_compose_runs_postgres_with_a_volume_the_api_and_a_worker_per_gpu() -> N
         if "gpu" in device["capabilities"]
     ]
     assert len(reserved) == len(workers) >= 1
-    assert len(set(reserved)) == len(reserved), "two workers reserve the same GPU"
-    assert all(len(ids) == 1 for ids in reserved), "a worker owns exactly one GPU"
+    every_gpu = [gpu for ids in reserved for gpu in ids]
+    assert len(set(every_gpu)) == len(every_gpu), "two workers reserve the same GPU"
+    # A worker owns the GPUs it reserves: one, or --devices N of them for jobs of N ranks.
+    for service in workers.values():
+        (ids,) = (
+            device["device_ids"]
+            for device in service["deploy"]["resources"]["reservations"]["devices"]
+        )
+        command = service["command"]
+        owned = int(command[command.index("--devices") + 1]) if "--devices" in command else 1
+        assert len(ids) == owned, f"{command} reserves {ids}"
+    assert any(len(ids) > 1 for ids in reserved), "no worker shows a job of several ranks"

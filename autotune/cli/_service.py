@@ -123,6 +123,14 @@ def uvicorn_config(settings: Settings, log_level: str) -> uvicorn.Config:
 def worker(
     db: DbOption = None,
     device: DeviceOption = "auto",
+    devices: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="GPUs this worker owns from --device on, all of one class: it claims jobs "
+            "of up to that many ranks (--nproc-per-node). On a CPU, jobs of up to its cores.",
+        ),
+    ] = 1,
     heartbeat_timeout: HeartbeatTimeout = 30.0,
     max_attempts: Annotated[
         int, typer.Option(min=1, help="Takeovers after which an abandoned job is failed.")
@@ -157,6 +165,7 @@ def worker(
         heartbeat_interval_s=min(5.0, heartbeat_timeout / 3),
         poll_interval_s=poll_interval,
         device=device,
+        devices=devices,
         workloads_dir=workloads_dir.resolve() if workloads_dir is not None else None,
     )
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -212,6 +221,17 @@ def submit(
             "old trials apart; the default) or refuse (fail)."
         ),
     ] = None,
+    nproc_per_node: Annotated[
+        int | None,
+        typer.Option(
+            help="Measure every trial as this many DDP ranks; only a worker owning that many "
+            "devices of the class claims it."
+        ),
+    ] = None,
+    host_share: Annotated[
+        int | None,
+        typer.Option(help="Ranks your launch runs on one host (default: --nproc-per-node)."),
+    ] = None,
     fresh: Annotated[
         bool,
         typer.Option(
@@ -237,6 +257,8 @@ def submit(
         "steps": steps,
         "device_class": device_class,
         "on_new_hardware": on_new_hardware,
+        "nproc_per_node": nproc_per_node,
+        "host_share": host_share,
         "fixed": parse_assignments(fix or [], "--fix") or None,
         "ranges": parse_assignments(range_ or [], "--range") or None,
         "baseline": parse_assignments(baseline or [], "--baseline") or None,
