@@ -1,0 +1,272 @@
+"""The framework's own trainer, given autotune's exports, against autotune's claim.
+
+For a Hugging Face ``Trainer`` script and a Lightning script (benchmarks/workloads/
+hf_bert_trainer.py and lit_images.py), ``autotune run`` tunes the script with default options
+(or ``--time-budget``); then the framework's own ``trainer.train()`` / ``trainer.fit()`` runs
+the script as written (the baseline) and with the recommendation applied through its exports
+(``hf_training_arguments``; ``dataloader``, ``lightning_trainer``, ``optimizer`` and
+``torch_compile`` for Lightning; ``environment`` for the process), interleaved for ``--rounds``
+rounds, each run in a fresh process. A run's speed is its samples/s after its first
+``WARMUP_STEPS`` optimizer steps (autotune's claim is a steady state too) over
+``RUN_SAMPLES`` samples of one epoch.
+
+Run it alone on the machine (it prints markdown for benchmarks/RESULTS.md)::
+
+    flock -x /tmp/autotune-bench.lock python -m benchmarks.frameworks --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+WORKLOADS = Path(__file__).resolve().parent / "workloads"
+#: Optimizer steps of each run left out of its speed: worker start-up and first allocations.
+WARMUP_STEPS = 5
+#: Samples each run trains on (at least ``WARMUP_STEPS + 20`` steps): within one epoch.
+RUN_SAMPLES = 2048
+
+
+def run_steps(samples: int, samples_per_step: int) -> int:
+    return max(samples // samples_per_step, WARMUP_STEPS + 20)
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    workload: str  # what ``autotune run`` is given
+    #: Export sections a user applies to this framework's script, and the set_by_hand knobs
+    #: this benchmark applies as the export says (the others are reported as not applied).
+    section: str
+    applied_by_hand: frozenset[str]
+
+
+_ENVIRONMENT_KNOBS = frozenset({"retain_freed_memory", "intra_op_threads"})
+FRAMEWORKS = {
+    "hf": Framework(
+        "transformers Trainer",
+        f"{WORKLOADS / 'hf_bert_trainer.py'}:make_trainer",
+        "hf_training_arguments",
+        _ENVIRONMENT_KNOBS,
+    ),
+    "lightning": Framework(
+        "Lightning Trainer",
+        f"{WORKLOADS / 'lit_images.py'}:make",
+        "lightning_trainer",
+        _ENVIRONMENT_KNOBS
+        | {"batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers"}
+        | {"in_order", "compile", "optimizer_impl"},
+    ),
+}
+
+
+# -- one run of the framework's own trainer, in its own process ---------------------------------
+
+
+def _steady(stamps: list[float], samples_per_stamp: int, warmup_stamps: int) -> float:
+    timed = stamps[warmup_stamps:]
+    return (len(timed) - 1) * samples_per_stamp / (timed[-1] - timed[0])
+
+
+def run_hf(exports: dict[str, Any], samples: int) -> dict[str, float]:
+    sys.path.insert(0, str(WORKLOADS))
+    from hf_bert_trainer import make_trainer
+    from transformers import TrainerCallback
+
+    class Stamps(TrainerCallback):
+        def __init__(self) -> None:
+            self.stamps: list[float] = []
+
+        def on_step_end(self, *args: Any, **kwargs: Any) -> None:
+            self.stamps.append(time.perf_counter())
+
+    arguments = dict(exports.get("hf_training_arguments", {}))
+    probe = make_trainer(**arguments).args  # the script's own batch when no export sets one
+    per_step = probe.per_device_train_batch_size * probe.gradient_accumulation_steps
+    trainer = make_trainer(**arguments, max_steps=run_steps(samples, per_step), disable_tqdm=True)
+    stamps = Stamps()
+    trainer.add_callback(stamps)
+    started = time.perf_counter()
+    trainer.train()
+    return {
+        "samples_per_s": _steady(stamps.stamps, per_step, WARMUP_STEPS),
+        "train_s": time.perf_counter() - started,
+    }
+
+
+def run_lightning(exports: dict[str, Any], samples: int) -> dict[str, float]:
+    sys.path.insert(0, str(WORKLOADS))
+    import lightning as L
+    import torch
+    from lit_images import Classifier, PhotosData
+
+    class Stamps(L.Callback):
+        def __init__(self) -> None:
+            self.stamps: list[float] = []
+
+        def on_train_batch_end(self, *args: Any, **kwargs: Any) -> None:
+            self.stamps.append(time.perf_counter())
+
+    data = PhotosData(**exports.get("dataloader", {}))
+    module: Any = Classifier(**exports.get("optimizer", {}))
+    if "torch_compile" in exports:
+        module = torch.compile(module, **exports["torch_compile"])
+    settings = exports.get("lightning_trainer", {})
+    accumulation = settings.get("accumulate_grad_batches", 1)
+    batch = data.loader["batch_size"]
+    stamps = Stamps()
+    trainer = L.Trainer(
+        **settings,
+        max_steps=run_steps(samples, batch * accumulation),
+        callbacks=[stamps],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tempfile.mkdtemp(prefix="lit-images-"),
+    )
+    started = time.perf_counter()
+    trainer.fit(module, datamodule=data)
+    # A stamp per micro-batch: the warm-up counted in optimizer steps, as for the Trainer.
+    speed = _steady(stamps.stamps, batch, WARMUP_STEPS * accumulation)
+    return {"samples_per_s": speed, "train_s": time.perf_counter() - started}
+
+
+def framework_run(name: str, exports: dict[str, Any], samples: int) -> dict[str, float]:
+    """One run of ``name``'s trainer in a fresh process started with the exports' environment."""
+    environment = {**os.environ, **exports.get("environment", {})}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.frameworks",
+            "--child",
+            name,
+            "--run-samples",
+            str(samples),
+        ],
+        input=json.dumps(exports),
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=Path(__file__).resolve().parent.parent,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the {name} run failed:\n{done.stderr[-3000:]}")
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- the tune, the rounds, the table ---------------------------------------------------------
+
+
+def tune(
+    framework: Framework, folder: Path, time_budget: float | None
+) -> tuple[dict[str, Any], float]:
+    """``autotune run`` with default options; the recommendation and the seconds it took."""
+    out = folder / "recommendation.json"
+    command = [sys.executable, "-m", "autotune", "run", framework.workload, "--device", "cpu"]
+    command += ["--db", str(folder / "autotune.db"), "--out", str(out), "--fresh"]
+    if time_budget is not None:
+        command += ["--time-budget", str(time_budget)]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"autotune run failed:\n{done.stderr[-3000:]}")
+    return json.loads(out.read_text()), time.perf_counter() - started
+
+
+def measure(key: str, time_budget: float | None, rounds: int, samples: int) -> dict[str, Any]:
+    framework = FRAMEWORKS[key]
+    folder = Path(tempfile.mkdtemp(prefix=f"frameworks-{key}-"))
+    document, tune_s = tune(framework, folder, time_budget)
+    exports = document["exports"]
+    hand = exports.get("set_by_hand", {}).get(framework.section, {})
+    runs: dict[str, list[dict[str, float]]] = {"baseline": [], "recommended": []}
+    for _ in range(rounds):
+        runs["baseline"].append(framework_run(key, {}, samples))
+        runs["recommended"].append(framework_run(key, exports, samples))
+    speeds = {side: [r["samples_per_s"] for r in each] for side, each in runs.items()}
+    ratios = [r / b for b, r in zip(speeds["baseline"], speeds["recommended"], strict=True)]
+    return {
+        "framework": framework.name,
+        "tune_s": tune_s,
+        "trials": document["trials"]["total"],
+        "baseline_config": document["baseline"]["config"],
+        "config": document["config"],
+        "claim": document["speedup"],
+        "claimed_samples_per_s": {
+            "baseline": document["baseline"]["metrics"]["samples_per_s"],
+            "recommended": document["metrics"]["samples_per_s"],
+        },
+        "samples_per_s": speeds,
+        "train_s": {side: [r["train_s"] for r in each] for side, each in runs.items()},
+        "ratios": ratios,
+        "seen": statistics.median(ratios),
+        "not_applied": sorted(set(hand) - framework.applied_by_hand),
+    }
+
+
+def _changed(result: dict[str, Any]) -> str:
+    base, config = result["baseline_config"], result["config"]
+    return ", ".join(f"{k}={v}" for k, v in config.items() if base.get(k) != v) or "none"
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = [
+        "| framework | tune | recommendation (changed knobs) | trainer's samples/s, baseline"
+        " -> recommended (median, range) | speedup seen (median, range) | autotune's claim"
+        " | claim / seen |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        base, rec = r["samples_per_s"]["baseline"], r["samples_per_s"]["recommended"]
+        lines.append(
+            f"| {r['framework']} | {r['tune_s'] / 60:.1f} min, {r['trials']} trials"
+            f" | {_changed(r)} | {statistics.median(base):.0f} ({min(base):.0f}-{max(base):.0f})"
+            f" -> {statistics.median(rec):.0f} ({min(rec):.0f}-{max(rec):.0f})"
+            f" | {r['seen']:.2f}x ({min(r['ratios']):.2f}-{max(r['ratios']):.2f})"
+            f" | {r['claim']:.2f}x | {r['claim'] / r['seen']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--framework", choices=sorted(FRAMEWORKS), action="append")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved runs of each side")
+    parser.add_argument("--time-budget", type=float, help="seconds each tune may take")
+    parser.add_argument(
+        "--run-samples", type=int, default=RUN_SAMPLES, help="samples a run trains on"
+    )
+    parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument("--child", choices=sorted(FRAMEWORKS), help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    if options.child:
+        run = run_hf if options.child == "hf" else run_lightning
+        print(json.dumps(run(json.loads(sys.stdin.read()), options.run_samples)))
+        return
+    results = []
+    for key in options.framework or sorted(FRAMEWORKS):
+        results.append(measure(key, options.time_budget, options.rounds, options.run_samples))
+        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    if options.json:
+        options.json.write_text(json.dumps(results, indent=1))
+    print(table(results))
+    for r in results:
+        if r["not_applied"]:
+            print(f"\n{r['framework']}: set_by_hand not applied: {', '.join(r['not_applied'])}")
+
+
+if __name__ == "__main__":
+    main()
