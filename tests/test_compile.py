@@ -139,6 +139,11 @@ def test_a_default_compile_bounds_max_autotunes_from_below() -> None:
     assert compile_lower_bound({"max-autotune": 240.0}, "default") is None
     assert compile_lower_bound({"default": 20.8}, "default") == 20.8
     assert compile_lower_bound({"default": 20.8}, "off") is None
+    # The CUDA-graph modes compile default's graph too; max-autotune does its variant's work.
+    assert compile_lower_bound({"default": 20.8}, "reduce-overhead") == 20.8
+    assert compile_lower_bound({"default": 20.8}, "max-autotune-no-cudagraphs") == 20.8
+    assert compile_lower_bound({"max-autotune-no-cudagraphs": 90.0}, "max-autotune") == 90.0
+    assert compile_lower_bound({"reduce-overhead": 30.0}, "default") is None
 
 
 # -- what is searched where ----------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""Compile within the job's time: the profile's compile timing as a column of the predictor,
-the seeds and judges that read it, and the share of the job's remaining time one compile may
-take (see docs/design/search.md, "Compile within the job's time")."""
+"""Within the job's time: the profile's compile and optimizer timings as columns of the
+predictor, the seeds and judges that read them, and the share of the job's remaining time one
+compile, or one trial, may take (see docs/design/prediction.md, "The step")."""
 
 from __future__ import annotations
 

@@ -87,19 +87,25 @@ def below_reach(
     )
 
 
-#: torch.compile's modes by the work they do: max-autotune compiles what default compiles and
-#: then benchmarks kernel choices (it takes many times as long), so a default compile bounds
-#: it from below.
-COMPILE_MODES_BY_COST = ("default", "max-autotune")
+#: torch.compile's modes by the modes whose work each does and more: every other mode compiles
+#: the graph default compiles, then benchmarks kernel choices (max-autotune and its variant
+#: without CUDA graphs) or records CUDA graphs (reduce-overhead), so a default compile bounds
+#: each from below; max-autotune does all its variant without CUDA graphs does.
+COMPILE_AT_LEAST = {
+    "default": ("default",),
+    "reduce-overhead": ("default", "reduce-overhead"),
+    "max-autotune-no-cudagraphs": ("default", "max-autotune-no-cudagraphs"),
+    "max-autotune": ("default", "max-autotune-no-cudagraphs", "max-autotune"),
+}
 
 
 def compile_lower_bound(shortest_compile_s: Mapping[str, float], mode: str) -> float | None:
     """Seconds a compile of ``mode`` takes at least: the longest of the shortest compiles
-    measured so far of ``mode`` and of the modes that do less work; None when none was."""
-    if mode not in COMPILE_MODES_BY_COST:
-        return None
-    cheaper_or_same = COMPILE_MODES_BY_COST[: COMPILE_MODES_BY_COST.index(mode) + 1]
-    bounds = [shortest_compile_s[m] for m in cheaper_or_same if m in shortest_compile_s]
+    measured so far of ``mode`` and of the modes whose work it does too
+    (:data:`COMPILE_AT_LEAST`); None when none was."""
+    bounds = [
+        shortest_compile_s[m] for m in COMPILE_AT_LEAST.get(mode, ()) if m in shortest_compile_s
+    ]
     return max(bounds) if bounds else None
 
 
