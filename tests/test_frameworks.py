@@ -273,6 +273,31 @@ def test_the_datamodule_s_loader_is_rebuilt_keeping_its_dataset_sampler_and_coll
     run_steps(workload, Config(batch_size=8))
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        Config(batch_size=8, num_workers=2, prefetch_factor=4, persistent_workers=True),
+        Config(batch_size=24, amp="bf16"),
+        Config(batch_size=16, num_workers=1),
+    ],
+    ids=["workers", "bf16", "one worker"],
+)
+def test_the_lightning_exports_read_back_through_the_adapter_are_the_recommendation(
+    config: Config,
+) -> None:
+    """The DataModule built with exports["dataloader"] and the Trainer with
+    exports["lightning_trainer"], read as a workload, have the recommended knobs as baseline."""
+    from autotune.workload.frameworks.lightning import from_lightning
+
+    section = exports(config, CPU_INFO)
+    trainer = L.Trainer(**section["lightning_trainer"], logger=False, enable_progress_bar=False)
+    workload = from_lightning((_Linear(), _Data(**section["dataloader"]), trainer))
+    baseline = SearchSpace(CPU_INFO, info_of(workload)).baseline().normalized()
+    assert workload.batch_size == config.batch_size
+    for name in ("batch_size", "num_workers", "prefetch_factor", "persistent_workers", "amp"):
+        assert getattr(baseline, name) == getattr(config.normalized(), name), name
+
+
 def test_manual_optimization_is_refused_with_a_fix() -> None:
     from autotune.workload.frameworks.lightning import from_lightning
 
