@@ -5,7 +5,12 @@ use it, and set aside when a trial finds the workload's step cannot."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +20,11 @@ from torch.utils.data import Dataset, TensorDataset
 
 from autotune.errors import ConfigError
 from autotune.measure import (
+    MeasurePlan,
     TrainingLoop,
     UnsuitedValue,
     build_loader,
+    compile_unavailable,
     supported_implementations,
     with_implementation,
 )
@@ -25,9 +32,11 @@ from autotune.measure._cuda_allocator import expandable_segments_environment
 from autotune.measure._cuda_graphs import GraphWatch
 from autotune.recommend import load_recommendation
 from autotune.recommend._export import exports
+from autotune.runner import probe_workload, run_trial
 from autotune.search import InfeasibleSet, Observation, SearchState
 from autotune.space import Config, DeviceInfo, SearchSpace, WorkloadInfo
 from autotune.workload import Workload
+from tests.conftest import FAST, rows
 
 CPU = DeviceInfo(
     type="cpu",
@@ -131,6 +140,9 @@ def test_the_probe_finds_the_implementations_the_optimizer_steps_with() -> None:
     assert supported_implementations(rmsprop, cpu) == ("RMSprop", ("foreach",))
     lbfgs = tiny_workload(lambda params: torch.optim.LBFGS(params))
     assert supported_implementations(lbfgs, cpu) == ("LBFGS", ())
+    # Adagrad makes its state when built (step 0): that is no step taken.
+    adagrad = tiny_workload(lambda params: torch.optim.Adagrad(params, lr=0.1))
+    assert supported_implementations(adagrad, cpu) == ("Adagrad", ("foreach", "fused"))
 
 
 def test_a_trial_steps_the_rebuilt_optimizer() -> None:
@@ -282,9 +294,10 @@ def test_batches_that_change_shape_make_a_cuda_graph_mode_unsuited(graph_flag: N
     watch.saw((torch.zeros(16, 12), torch.zeros(16)))
     with pytest.raises(UnsuitedValue, match=r"^compile=reduce-overhead does not suit .*16x12"):
         watch.saw((torch.zeros(16, 20), torch.zeros(16)))
-    eager = GraphWatch(Config(compile="default"))
-    eager.saw(torch.zeros(16, 12))
-    eager.saw(torch.zeros(16, 20))  # no graphs: shapes may change
+    for mode in ("default", "max-autotune-no-cudagraphs"):
+        no_graphs = GraphWatch(Config(compile=mode))
+        no_graphs.saw(torch.zeros(16, 12))
+        no_graphs.saw(torch.zeros(16, 20))  # no graphs: shapes may change
 
 
 def test_errors_cuda_graphs_raise_are_explained_and_others_pass(graph_flag: None) -> None:
@@ -307,6 +320,133 @@ def test_an_unsuited_value_is_set_aside_for_the_rest_of_the_job() -> None:
     other = Config(batch_size=64, num_workers=2, compile="reduce-overhead")
     assert state.infeasible.reason(other) == error
     assert state.infeasible.reason(Config(batch_size=64, compile="default")) is None
+
+
+# -- through the real probe, trial process and command line --------------------------------------
+
+PLAN = MeasurePlan(**FAST)
+
+
+def step_knobs(name: str) -> str:
+    return f"{Path(__file__).parent / 'workloads' / 'step_knobs.py'}:{name}"
+
+
+@pytest.mark.slow
+def test_the_probe_finds_the_implementations_and_a_trial_runs_them_out_of_order() -> None:
+    """The probe (a real subprocess) reports what the search offers; a trial process applies
+    the fused optimizer and an out-of-order loader with workers, and trains."""
+    probe = probe_workload(step_knobs("static"), "cpu")
+    assert probe.workload.optimizer == "AdamW"
+    assert probe.workload.optimizer_impls == ("foreach", "fused")
+    assert probe.device.dataloader_in_order is True
+    space = SearchSpace(probe.device, probe.workload)
+    assert space.searched["optimizer_impl"] == ("default", "foreach", "fused")
+    config = Config(batch_size=16, num_workers=2, in_order=False, optimizer_impl="fused")
+    record = run_trial(step_knobs("static"), config, "cpu", PLAN, 120)
+    assert record.outcome == "ok", record.error
+    assert record.losses_finite is True
+
+
+def test_the_probe_offers_no_implementation_to_an_optimizer_without_flags() -> None:
+    workload = Workload(
+        model=lambda: nn.Linear(8, 2),
+        dataset=lambda: TensorDataset(torch.randn(8, 8), torch.randint(0, 2, (8,))),
+        loss=nn.CrossEntropyLoss(),
+        optimizer=lambda params: torch.optim.LBFGS(params),
+    )
+    name, impls = supported_implementations(workload, torch.device("cpu"))
+    info = ADAMW.model_copy(update={"optimizer": name, "optimizer_impls": impls})
+    assert SearchSpace(CPU, info).choices["optimizer_impl"] == ("default",)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--range", "compile=reduce-overhead"), ("--fix", "compile=max-autotune-no-cudagraphs")],
+)
+def test_the_cli_refuses_a_gpu_compile_mode_on_a_cpu_in_one_sentence(
+    option: str, value: str, db_path: str, workload_file: Any
+) -> None:
+    """``autotune run ... --device cpu --range compile=reduce-overhead``: why, and exit 2
+    (invalid input), before any trial."""
+    result = subprocess.run(
+        [sys.executable, "-m", "autotune", "run", workload_file("tiny"), "--device", "cpu"]
+        + ["--db", db_path, option, value],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"autotune: error: {option} {value}: ")
+    missing = compile_unavailable("cpu")  # then compile as a whole is what is refused
+    why = "CUDA" if "reduce-overhead" in value else "GPU kernels"
+    assert why in lines[0] if missing is None else missing in lines[0]
+    assert rows(db_path, "SELECT COUNT(*) FROM autotune_trials") == [(0,)]
+
+
+# -- on a GPU: CUDA graphs and expandable segments (run where one is lent) ------------------------
+
+
+def _cuda_trial(name: str, config: Config) -> Any:
+    return run_trial(step_knobs(name), config, "cuda:0", PLAN, 300, budget_is_host_memory=False)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune-no-cudagraphs"])
+def test_the_cuda_compile_modes_train_a_static_step(mode: str) -> None:
+    record = _cuda_trial("static", Config(batch_size=16, compile=mode))
+    assert record.outcome == "ok", record.error
+    assert record.compile_s is not None and record.losses_finite is True
+
+
+@pytest.mark.cuda
+def test_batches_that_change_shape_set_a_cuda_graph_mode_aside_with_the_reason() -> None:
+    record = _cuda_trial("ragged", Config(batch_size=16, compile="reduce-overhead"))
+    assert record.outcome == "unsuited", record.error
+    assert record.error.startswith("compile=reduce-overhead does not suit this workload: ")
+    assert "change shape" in record.error
+    state = SearchState(InfeasibleSet())
+    state.remember(record.config, Observation(0.0, unsuited=record.error))
+    assert state.infeasible.reason(Config(batch_size=32, compile="reduce-overhead"))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("expandable", [False, True])
+def test_a_trial_starts_cuda_with_expandable_segments_as_configured(expandable: bool) -> None:
+    """The ``allocator`` workload's first forward pass raises what the allocator was set to."""
+    record = _cuda_trial("allocator", Config(batch_size=16, expandable_segments=expandable))
+    assert record.outcome == "error"
+    assert f"expandable={expandable}" in (record.error or "")
+
+
+@pytest.mark.cuda
+def test_load_recommendation_turns_expandable_segments_on_before_cuda_starts(
+    tmp_path: Path,
+) -> None:
+    document = recommendation(Config(expandable_segments=True))
+    document["device"] = {"type": "cuda", "name": "gpu", "memory_bytes": 1}
+    path = tmp_path / "best.json"
+    path.write_text(json.dumps(document))
+    script = (
+        "import sys, torch, autotune\n"
+        "autotune.load_recommendation(sys.argv[1])\n"
+        "torch.zeros(1024, device='cuda')\n"
+        "segments = torch.cuda.memory._snapshot()['segments']\n"
+        "print(any(segment.get('is_expandable') for segment in segments))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if "ALLOC_CONF" not in k}
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
 
 
 # -- helpers ------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ def with_implementation(optimizer: torch.optim.Optimizer, impl: str) -> torch.op
     cls = type(optimizer)
     if not takes_flag(cls, impl):
         raise ValueError(f"{cls.__name__} does not take {impl}=True; set optimizer_impl to default")
-    if optimizer.state:
+    if _has_stepped(optimizer):
         raise ValueError(
             "the optimizer has stepped already; set its implementation before the first step "
             "(its state would be lost)"
@@ -62,6 +62,16 @@ def with_implementation(optimizer: torch.optim.Optimizer, impl: str) -> torch.op
     constructor = inspect.signature(cls.__init__).parameters
     keywords = {name: value for name, value in defaults.items() if name in constructor}
     return cls(groups, **{**keywords, **flags})
+
+
+def _has_stepped(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``optimizer`` holds state a rebuild would lose. Some classes (Adagrad) make
+    their state when built, with the step count at 0: rebuilding makes the same again."""
+    for state in optimizer.state.values():
+        step = state.get("step")
+        if step is None or float(step) != 0:
+            return True
+    return False
 
 
 def supported_implementations(
