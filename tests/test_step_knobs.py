@@ -185,7 +185,9 @@ def test_the_implementation_is_exported_per_framework() -> None:
     assert 'exports["optimizer"]' in fused["set_by_hand"]["accelerate"]["optimizer_impl"]
     sgd = exports(Config(optimizer_impl="fused"), CPU, "SGD")
     assert "optim" not in sgd["hf_training_arguments"]  # the Trainer has no fused SGD
-    assert "optimizer_impl" in sgd["set_by_hand"]["hf_training_arguments"]
+    assert (
+        "optimizer_cls_and_kwargs" in sgd["set_by_hand"]["hf_training_arguments"]["optimizer_impl"]
+    )
     assert "optimizer" not in exports(Config(), CPU, "AdamW")
 
 

@@ -168,6 +168,10 @@ _BY_HAND_IN = {
         "compile": 'torch.compile(the LightningModule, **exports["torch_compile"])',
         "optimizer_impl": 'add exports["optimizer"] to the optimizer configure_optimizers() builds',
     },
+    "hf_training_arguments": {
+        "optimizer_impl": "Trainer(optimizer_cls_and_kwargs=(your optimizer class, its arguments "
+        'with exports["optimizer"] added)): TrainingArguments.optim names no such optimizer',
+    },
     "accelerate": {
         "compile": 'Accelerator(dynamo_plugin=TorchDynamoPlugin(backend="inductor", '
         'mode=exports["torch_compile"]["mode"])) instead of dynamo_backend',
