@@ -165,6 +165,16 @@ def test_the_baseline_starts_from_the_framework_s_knobs_and_baseline_flags_overr
     assert overridden.num_workers == 0 and overridden.amp == "bf16"
 
 
+def test_the_trainer_s_accumulation_is_refused_with_a_fix(tmp_path: Path) -> None:
+    from autotune.workload.frameworks.huggingface import from_trainer
+
+    accumulating = make_configured_trainer(
+        tmp_path, per_device_train_batch_size=16, gradient_accumulation_steps=4
+    )
+    with pytest.raises(WorkloadError, match="--effective-batch 64"):
+        from_trainer(accumulating)
+
+
 def test_a_trainer_given_an_optimizer_instance_is_refused(tmp_path: Path) -> None:
     from autotune.workload.frameworks.huggingface import from_trainer
 

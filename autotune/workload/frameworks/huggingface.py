@@ -82,6 +82,13 @@ def from_trainer(trainer: Any) -> Workload:
             "the Trainer was given an optimizer instance (optimizers=(...)), which autotune "
             "cannot rebuild per trial; choose it with TrainingArguments(optim=...) instead"
         )
+    if args.gradient_accumulation_steps != 1:
+        effective = args.per_device_train_batch_size * args.gradient_accumulation_steps
+        raise WorkloadError(
+            f"TrainingArguments(gradient_accumulation_steps={args.gradient_accumulation_steps}) "
+            "is held by autotune's --effective-batch; leave it at 1 in the function and pass "
+            f"--effective-batch {effective}"
+        )
     dataset, collator = _collator(trainer)
 
     def build_optimizer(module: torch.nn.Module) -> torch.optim.Optimizer:
