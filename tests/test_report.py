@@ -123,8 +123,10 @@ def test_report_command_writes_a_page_that_draws_offline(
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda m: errors.append(m.text) if "Security Policy" in m.text else None)
     page.goto(out.as_uri())
     conftest_browser.wait_ready(page)
+    # Drawn under its own Content-Security-Policy, which refused nothing the page needs.
     assert not errors and not requested, (errors, requested)
     assert page.evaluate("window.pwned") is None
 
@@ -150,6 +152,30 @@ def test_report_command_writes_a_page_that_draws_offline(
         assert speeds[-1] == "" and all(speeds[:-1])
         numbers = [float(v.replace(",", "")) for v in speeds[:-1]]
         assert numbers == sorted(numbers, reverse=direction == "descending")
+    context.close()
+
+
+def test_report_policy_runs_the_pages_scripts_and_no_other(
+    db_url: str, browser: Browser, tmp_path: Path
+) -> None:
+    database = open_database(db_url)
+    with database.session() as session:
+        page_html = report_page(job_page_data(session, 1))
+    database.dispose()
+    # A script that got into the file some other way than the escaped data.
+    injected = page_html.replace("</body>", "<script>window.pwned = 1</script>\n</body>")
+    assert injected != page_html
+    out = tmp_path / "injected.html"
+    out.write_text(injected, encoding="utf-8")
+
+    context = browser.new_context(offline=True)
+    page = context.new_page()
+    refused: list[str] = []
+    page.on("console", lambda m: refused.append(m.text) if "Security Policy" in m.text else None)
+    page.goto(out.as_uri())
+    conftest_browser.wait_ready(page)  # the page's own scripts ran
+    assert page.evaluate("window.pwned") is None
+    assert len(refused) == 1 and "inline script" in refused[0], refused
     context.close()
 
 

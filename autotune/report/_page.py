@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 import os
@@ -51,17 +53,48 @@ def _script_json(document: Any) -> str:
     return json.dumps(document, separators=(",", ":")).replace("<", "\\u003c")
 
 
+def _inline_script(code: str) -> tuple[str, str]:
+    """A ``<script>`` element holding ``code``, and the CSP source that allows exactly it."""
+    body = f"\n{code}\n"
+    digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode("ascii")
+    return f"<script>{body}</script>", f"'sha256-{digest}'"
+
+
+def report_policy(script_sources: list[str]) -> str:
+    """The report file's Content-Security-Policy: its own inline scripts (by hash) and nothing
+    from anywhere else. Styles are inline too, and plotly.js inserts more while it draws."""
+    return "; ".join(
+        [
+            "default-src 'none'",
+            f"script-src {' '.join(script_sources)}",
+            "style-src 'unsafe-inline'",
+            "img-src data:",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "form-action 'none'",
+        ]
+    )
+
+
 def report_page(data: dict[str, Any]) -> str:
     """One self-contained HTML file of the job page, for ``data`` from :func:`job_page_data`.
 
     Nothing is fetched when it opens: plotly.js, the page's script and style and the job's data
-    are all inside it.
+    are all inside it. Its Content-Security-Policy (a ``<meta>``, since a file has no headers)
+    runs only those scripts, so text from the job that got past the escaping could not run.
     """
     job = data["job"]
-    head = f"<style>\n{inline('page.css')}\n</style>"
-    tail = (
-        f'<script type="application/json" id="autotune-data">{_script_json(data)}</script>\n'
-        f"<script>\n{inline('plotly')}\n</script>\n<script>\n{inline('page.js')}\n</script>"
+    scripts = [_inline_script(inline("plotly")), _inline_script(inline("page.js"))]
+    policy = report_policy([source for _, source in scripts])
+    head = (
+        f'<meta http-equiv="Content-Security-Policy" content="{html.escape(policy)}">\n'
+        f"<style>\n{inline('page.css')}\n</style>"
+    )
+    tail = "\n".join(
+        [
+            f'<script type="application/json" id="autotune-data">{_script_json(data)}</script>',
+            *(element for element, _ in scripts),
+        ]
     )
     return _render("job", f"autotune job {job['id']}: {job['workload']}", head, tail, job["id"])
 
