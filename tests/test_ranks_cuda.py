@@ -1,0 +1,44 @@
+"""Trials as NCCL ranks, one GPU each (``cuda``-marked: they run only where a GPU is, and have
+not run on the machine this suite was written on, which had none)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from autotune.errors import ConfigError
+from autotune.measure import MeasurePlan
+from autotune.runner import RankPlan, TrialLauncher, probe_workload, run_trial
+from autotune.space import Config
+from tests.conftest import FAST
+
+pytestmark = [pytest.mark.cuda, pytest.mark.slow]
+
+PLAN = MeasurePlan(**FAST)
+
+
+def test_more_ranks_than_gpus_is_refused_naming_both_numbers(workload_file) -> None:
+    gpus = torch.cuda.device_count()
+    with (
+        TrialLauncher(workload_file("tiny"), "cuda", RankPlan(gpus + 1, gpus + 1)),
+        pytest.raises(ConfigError, match=f"needs {gpus + 1} GPUs .* shows {gpus}"),
+    ):
+        probe_workload(workload_file("tiny"), "cuda")
+
+
+def test_two_nccl_ranks_each_on_its_own_gpu(
+    workload_file, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    monkeypatch.setenv("AUTOTUNE_TEST_RANKS_DIR", str(tmp_path))
+    path = workload_file("ranks_check")
+    with TrialLauncher(path, "cuda", RankPlan(2, 2)):
+        record = run_trial(path, Config(batch_size=16), "cuda", PLAN, 180)
+    assert record.outcome == "ok", record.error
+    seen = [json.loads(p.read_text()) for p in tmp_path.glob("model-*.json")]
+    assert sorted(s["backend"] for s in seen) == ["nccl", "nccl"]
+    assert record.peak_memory_allocated_bytes, "each rank's device memory, the largest"
