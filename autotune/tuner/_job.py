@@ -280,6 +280,19 @@ class _JobRun:
         self.reporter.trial_finished(row)
         return record
 
+    def _ceiling(self) -> tuple[float, float, float] | None:
+        """The judges' ceiling in global samples/s: the profile times one rank, a trial of
+        ``nproc_per_node`` ranks measures them all. Its readings on the trials' scales already
+        are; the profile's own reading (also the last where no other trial set a scale) is
+        multiplied by the ranks, else every best of several ranks would pass for the ceiling."""
+        assert self.judges is not None
+        ceiling = self.judges.ceiling()
+        ranks = self.options.nproc_per_node
+        if ceiling is None or ranks == 1:
+            return ceiling
+        read, scaled, highest = ceiling
+        return read * ranks, scaled, read * ranks if highest == read else highest
+
     def _compile_allowance(self) -> float:
         """Seconds one compile may take now: a share of the job's remaining time (see
         :meth:`TimeBudget.compile_allowance_s`)."""
@@ -403,7 +416,7 @@ class _JobRun:
             patience=self.options.patience,
             predicted_slow=None if self.judges is None else self.judges.predicted_slow,
             out_of_reach=None if self.judges is None else self.judges.below_reach,
-            ceiling=None if self.judges is None else self.judges.ceiling,
+            ceiling=None if self.judges is None else self._ceiling,
         )
         if self.cancel.is_set():
             raise JobCancelled
