@@ -16,7 +16,7 @@ from autotune.measure.profiling._plan import OPTIMIZER_OVERHEAD_S
 from autotune.predict import CompilePoint, OptimizerPoint, Profile, predict_configs, predict_space
 from autotune.space import Config, SearchSpace
 from autotune.tuner._budget import COMPILE_SHARE, TYPICAL_TRIAL_S, TimeBudget, trial_seconds
-from autotune.tuner._judges import JobJudges
+from autotune.tuner._judges import MIN_COMPILE_GAIN, JobJudges
 from autotune.tuner._predictor import Predictor
 from autotune.tuner._profiling import profile_plan
 from autotune.tuner._seeding import SeedBounds, seed_configs
@@ -54,15 +54,20 @@ def compile_space() -> SearchSpace:
     return space
 
 
-def seeds(profile: Profile, run_samples: int | None, allowance: float | None) -> list[Config]:
+def seeds(
+    profile: Profile, run_samples: int | None, allowance: float | None, against_eager: bool = True
+) -> list[Config]:
+    """The seeds of :func:`compile_space` as a job takes them (``against_eager``: a compiled
+    one must beat its eager twin by :data:`MIN_COMPILE_GAIN`)."""
     space = compile_space()
-    predictions = predict_space(profile, space)
+    predictor = Predictor(profile, space, None)
+    eager = predictor.eager().samples_per_s if against_eager else None
     return seed_configs(
-        predictions,
+        predictor.all(),
         space,
         20,
         [space.baseline()],
-        bounds=SeedBounds(run_samples, allowance),
+        bounds=SeedBounds(run_samples, allowance, eager_samples_per_s=eager),
     )
 
 
@@ -108,6 +113,21 @@ def test_a_compile_is_seeded_only_once_timed_repaid_and_within_the_jobs_share() 
         update={"compile": [over.compile[0].model_copy(update={"samples_per_s": None})]}
     )
     assert not any(c.compile != "off" for c in seeds(over, LONG_RUN, 1000.0))
+
+
+def test_a_compile_is_seeded_and_measured_only_where_it_gains_beyond_the_spread() -> None:
+    # Timed a hundredth faster than eager: repaid over a long run, but by less than the
+    # profile's reading can tell apart. Neither seeded nor measured.
+    marginal = compiling_profile(compile_s=30.0, ratio=1.01)
+    assert not any(c.compile != "off" for c in seeds(marginal, LONG_RUN, 100.0))
+    assert any(c.compile != "off" for c in seeds(marginal, LONG_RUN, 100.0, against_eager=False))
+    best, compiled = Config(batch_size=64), Config(batch_size=64, compile="default")
+    reason = judges(marginal, 100.0).predicted_slow(compiled, best, 1500.0)
+    assert reason is not None and "not worth a compile" in reason, reason
+    # A tenth faster over the run: both.
+    gaining = compiling_profile(compile_s=30.0, ratio=1.1 + MIN_COMPILE_GAIN)
+    assert any(c.compile != "off" for c in seeds(gaining, LONG_RUN, 100.0))
+    assert judges(gaining, 100.0).predicted_slow(compiled, best, 1500.0) is None
 
 
 def judges(profile: Profile, allowance: float) -> JobJudges:

@@ -375,8 +375,8 @@ class _JobRun:
         fresh = not study.get_trials(deepcopy=False)
         state, confirm_rows = self.trials.resume(study, space, self.run_samples)
         enqueue_first_trials(study, space)
-        predictions = None if self.judges is None else self.judges.predictor.all()
-        if fresh and predictions is not None:
+        if fresh and self.judges is not None:
+            predictor = self.judges.predictor
             # Where the search may change the effective batch, the drop-in answer keeps it.
             keeping_batch = (
                 None
@@ -384,7 +384,7 @@ class _JobRun:
                 else space.baseline().effective_batch
             )
             seeds = seed_configs(
-                predictions,
+                predictor.all(),
                 space,
                 self.options.n_trials,
                 [space.baseline(), space.checklist()],
@@ -394,6 +394,7 @@ class _JobRun:
                     self._compile_allowance(),
                     self.plan,
                     self._trial_allowance(),
+                    predictor.eager().samples_per_s,
                 ),
             )
             enqueue_candidates(study, space, seeds, PREDICTED_PHASE, state)

@@ -12,6 +12,7 @@ import numpy as np
 
 from autotune.measure import MeasurePlan
 from autotune.predict import compile_known_s, predict_configs
+from autotune.search import CEILING_SHARE
 from autotune.space import Config
 from autotune.store import throughput_over_run
 from autotune.tuner._budget import trial_seconds
@@ -24,6 +25,15 @@ from autotune.tuner._stored import JobTrials
 #: profile rules out by far (bf16 where a CPU emulates it, say) cost a job a large share of
 #: its time, timeouts included (evidence: ``benchmarks/log/``).
 SLOW_SHARE = 1 / 3
+
+#: The least a compiled configuration must be predicted to gain over the run on its eager
+#: twin, its compile charged, to be seeded or measured: a compile may take a quarter of a
+#: default job's remaining time, and a gain within the spread of the profile's reading (the
+#: share the search's ceiling allows, :data:`CEILING_SHARE`) is not worth one. Seeding every
+#: compiled variant predicted a hair faster spent over half a default job compiling for a
+#: gain of a hundredth (evidence: ``benchmarks/RESULTS.md``, "Compile within the job's
+#: time").
+MIN_COMPILE_GAIN = 1.0 - CEILING_SHARE
 
 
 def predicted_too_slow(
@@ -143,8 +153,9 @@ class JobJudges:
     def over_allowance(self, config: Config) -> str | None:
         """Why trying ``config`` costs more of the job than a trial may take now, or None:
         its mode's known compile seconds (:meth:`compile_s`) over :attr:`compile_allowance`,
-        or its trial's predicted seconds (:func:`trial_seconds`, that compile included) over
-        :attr:`trial_allowance`."""
+        a compile the profile timed predicted to gain under :data:`MIN_COMPILE_GAIN` over the
+        run on the eager twin, or its trial's predicted seconds (:func:`trial_seconds`, that
+        compile included) over :attr:`trial_allowance`."""
         known = None if config.compile == "off" else self.compile_s(config.compile)
         if known is not None and self.compile_allowance is not None:
             allowance = self.compile_allowance()
@@ -153,6 +164,13 @@ class JobJudges:
                     f"compiling ({config.compile}) takes {known:,.0f} s, over the "
                     f"{allowance:,.0f} s one compile may take of the job's remaining time"
                 )
+        gain = None if known is None else self._compile_gain(config, known)
+        if gain is not None and gain < 1.0 + MIN_COMPILE_GAIN:
+            return (
+                f"compiling ({config.compile}) is predicted to gain {gain - 1.0:+.1%} over the "
+                f"run on the same configuration uncompiled, {known:,.0f} s of compiling "
+                "included: not worth a compile"
+            )
         if self.trial_allowance is None:
             return None
         plan, trial_allowance = self.trial_allowance
@@ -168,6 +186,18 @@ class JobJudges:
             f"its trial is predicted to take {seconds:,.0f} s at least, over the "
             f"{allowance:,.0f} s one trial may take of the job's remaining time"
         )
+
+    def _compile_gain(self, config: Config, compile_s: float) -> float | None:
+        """``config``'s predicted samples/s over the run, ``compile_s`` of compiling charged,
+        over its eager twin's; None where the profile did not time its mode's step."""
+        point = self.predictor.profile.compile_point(config.compile)
+        if point is None or point.ratio is None:
+            return None
+        predicted = self.predictor.samples_per_s(config)
+        eager = self.predictor.samples_per_s(config.model_copy(update={"compile": "off"}))
+        if not predicted or not eager:
+            return None
+        return throughput_over_run(predicted, compile_s, self.run_samples) / eager
 
     def compiled(self, mode: str, compile_s: float) -> None:
         """Note a compile of ``mode`` measured at ``compile_s``."""

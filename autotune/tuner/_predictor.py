@@ -4,6 +4,7 @@ on the grid or off it, the most it may reach, the scale the job's trials ran at 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,7 +12,13 @@ from functools import cached_property
 
 import numpy as np
 
-from autotune.predict import Predictions, Profile, predict_configs, predict_space
+from autotune.predict import (
+    Predictions,
+    Profile,
+    predict_columns,
+    predict_configs,
+    predict_space,
+)
 from autotune.space import Config, SearchSpace
 from autotune.tuner._calibration import (
     UNSCALED_KNOBS,
@@ -41,6 +48,11 @@ class Predictor:
     def all(self) -> Predictions:
         """Every configuration of the space, predicted (once)."""
         return self._of_space
+
+    def eager(self) -> Predictions:
+        """Every configuration of the space predicted without compiling (its eager twin), in
+        the order of :meth:`all`: what a compiled one must beat to be worth its compile."""
+        return self._eager
 
     def samples_per_s(self, config: Config) -> float | None:
         """The predicted samples/s of one configuration (on the grid or off it)."""
@@ -118,3 +130,9 @@ class Predictor:
     @cached_property
     def _of_space(self) -> Predictions:
         return predict_space(self.profile, self.space, self.memory_budget_bytes)
+
+    @cached_property
+    def _eager(self) -> Predictions:
+        columns = self._of_space.columns
+        eager = dataclasses.replace(columns, compile=np.zeros_like(columns.compile))
+        return predict_columns(self.profile, eager, self.memory_budget_bytes)

@@ -13,13 +13,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from autotune.measure import MeasurePlan
 from autotune.predict import Predictions
 from autotune.search import CEILING_SHARE
 from autotune.space import Config, SearchSpace
 from autotune.tuner._budget import trial_seconds
-from autotune.tuner._judges import SLOW_SHARE
+from autotune.tuner._judges import MIN_COMPILE_GAIN, SLOW_SHARE
 
 #: Predicted-best and most-uncertain configurations queued after the baseline and checklist,
 #: at most; fewer when the trial budget is small, so the sampler still gets turns.
@@ -106,20 +107,24 @@ class _Seeds:
 @dataclasses.dataclass(frozen=True)
 class SeedBounds:
     """What a seed may cost the job: the user's run its compile must repay (samples; None:
-    unknown), the seconds one compile may take, and the seconds one trial may be predicted
-    to take (see :func:`~autotune.tuner._budget.trial_seconds`) under the search's ``plan``."""
+    unknown), the seconds one compile may take, the seconds one trial may be predicted to
+    take (see :func:`~autotune.tuner._budget.trial_seconds`) under the search's ``plan``,
+    and each configuration's eager twin's predicted samples/s, which a compiled one must beat
+    by :data:`MIN_COMPILE_GAIN` over the run (None: not compared)."""
 
     run_samples: int | None = None
     compile_allowance_s: float | None = None
     plan: MeasurePlan | None = None
     trial_allowance_s: float | None = None
+    eager_samples_per_s: npt.NDArray[np.float64] | None = None
 
 
 def seedable(predictions: Predictions, bounds: SeedBounds) -> Predictions:
     """``predictions`` as the seeds read them: over a run of ``bounds.run_samples`` (each
     compile's seconds charged once, see :meth:`Predictions.over_run`), with these left out as
     if over memory: the compiled configurations the profile did not time, those whose compile
-    takes over the compile allowance, those whose batch the step sweep did not reach, and
+    takes over the compile allowance, those predicted to gain under :data:`MIN_COMPILE_GAIN`
+    over the run on their eager twins, those whose batch the step sweep did not reach, and
     those whose trial is predicted to take over the trial allowance.
 
     A compile is paid in full before a trial learns anything, and a batch past the sweep is
@@ -135,10 +140,12 @@ def seedable(predictions: Predictions, bounds: SeedBounds) -> Predictions:
         left_out |= compiled & (np.nan_to_num(compile_s, nan=0.0) > bounds.compile_allowance_s)
     if bounds.plan is not None and bounds.trial_allowance_s is not None:
         left_out |= trial_seconds(predictions, bounds.plan) > bounds.trial_allowance_s
+    over_run = predictions.over_run(bounds.run_samples)
+    if bounds.eager_samples_per_s is not None:
+        gains = over_run >= (1.0 + MIN_COMPILE_GAIN) * bounds.eager_samples_per_s
+        left_out |= compiled & ~gains
     return dataclasses.replace(
-        predictions,
-        samples_per_s=predictions.over_run(bounds.run_samples),
-        over_memory=predictions.over_memory | left_out,
+        predictions, samples_per_s=over_run, over_memory=predictions.over_memory | left_out
     )
 
 
