@@ -4,6 +4,7 @@ compile, or one trial, may take (see docs/design/prediction.md, "The step")."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, cast
 
@@ -15,10 +16,14 @@ from autotune.measure import MeasurePlan
 from autotune.measure.profiling._plan import OPTIMIZER_OVERHEAD_S
 from autotune.predict import CompilePoint, OptimizerPoint, Profile, predict_configs, predict_space
 from autotune.space import Config, SearchSpace
+from autotune.store import Database
+from autotune.tuner import TuneOptions
 from autotune.tuner._budget import COMPILE_SHARE, TYPICAL_TRIAL_S, TimeBudget, trial_seconds
+from autotune.tuner._job import _JobRun
 from autotune.tuner._judges import MIN_COMPILE_GAIN, JobJudges
 from autotune.tuner._predictor import Predictor
 from autotune.tuner._profiling import profile_plan
+from autotune.tuner._reporter import Reporter
 from autotune.tuner._seeding import SeedBounds, seed_configs
 
 #: Enough samples in the run that a compile of tens of seconds is repaid by a faster step.
@@ -319,3 +324,26 @@ def test_the_profile_plan_times_each_implementation_the_space_searches() -> None
     fixed = SearchSpace(CPU, with_impls, fixed={"amp": "off", "optimizer_impl": "default"})
     assert list(profile_plan(fixed, None, True, 40.0).optimizer_impls) == []
     assert list(profile_plan(SearchSpace(CPU, TOKENS), None, True, 40.0).optimizer_impls) == []
+
+
+def test_a_trials_compile_is_held_to_the_jobs_share_and_to_what_the_run_repays(
+    tmp_path: Any,
+) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'autotune.db'}")
+    run = _JobRun(db, 1, TuneOptions(workload="x"), Reporter(), threading.Event())
+    run.run_samples = 4096
+    compiled = Config(compile="default")
+    # Before any trial: a quarter of 20 typical trials and the confirmation.
+    share = run._compile_allowance()
+    assert share == pytest.approx(COMPILE_SHARE * run.time.seconds_left(20, 4))
+    assert run._trial_compile_allowance(compiled, "search", None) == share
+    # Beside a best of 40,000 samples/s, a 4,096-sample run repays 0.2 s of compiling at most.
+    assert run._trial_compile_allowance(compiled, "search", [40_000.0]) == pytest.approx(0.2048)
+    # A run long enough to repay more is held to the share.
+    run.run_samples = 10**9
+    assert run._trial_compile_allowance(compiled, "search", [40_000.0]) == share
+    # The share shrinks by what compiling has taken.
+    run.time.spent(None, 100.0)
+    assert run._compile_allowance() == pytest.approx(share - COMPILE_SHARE * 100.0)
+    assert run._trial_compile_allowance(Config(), "search", None) is None
+    assert run._trial_compile_allowance(compiled, "confirm", None) is None
