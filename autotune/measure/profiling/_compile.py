@@ -44,23 +44,33 @@ class _OverBudget(Exception):
     """The compile outlasted its allowance."""
 
 
+class _Deadline:
+    """Whether the deadline of :func:`_deadline` has passed."""
+
+    passed = False
+
+
 @contextlib.contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
+def _deadline(seconds: float) -> Iterator[_Deadline]:
     """Raise :class:`_OverBudget` in this thread once ``seconds`` have passed (the main thread
-    of a POSIX process only; elsewhere the profile's own timeout is the bound)."""
+    of a POSIX process only; elsewhere the profile's own timeout is the bound). The state it
+    yields says whether they have: torch may wrap the exception raised inside a compile in
+    one of its own."""
+    state = _Deadline()
     if threading.current_thread() is not threading.main_thread() or not hasattr(
         signal, "setitimer"
     ):
-        yield
+        yield state
         return
 
     def over(_signum: int, _frame: object) -> None:
+        state.passed = True
         raise _OverBudget
 
     previous = signal.signal(signal.SIGALRM, over)
     signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
     try:
-        yield
+        yield state
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -141,13 +151,14 @@ def _time_mode(
         "budget_s": budget_s,
     }
     started = time.perf_counter()
+    deadline = _Deadline()
     with fresh_compile_caches():
         try:
             compiled_mode: CompileMode = mode  # type: ignore[assignment]
             bench = StepBench(workload, device, base["amp"], eager.channels_last, compiled_mode)
             on_device = [bench.on_device(b) for b in host_batches]
             steps = 0
-            with _deadline(budget_s):
+            with _deadline(budget_s) as deadline:
                 while steps < MAX_COMPILING_STEPS:
                     before = compilations()
                     bench.step(on_device[steps % len(on_device)])
@@ -156,11 +167,11 @@ def _time_mode(
                     if compilations() == before:
                         break
             compile_wall = time.perf_counter() - started
-        except _OverBudget:
+        except Exception as exc:
             _reset_compiler()
-            return CompilePoint(**base, compile_s=budget_s, over_budget=True)
-        except Exception as exc:  # a mode the model does not compile in: the trial says more
-            _reset_compiler()
+            if isinstance(exc, _OverBudget) or deadline.passed:
+                return CompilePoint(**base, compile_s=budget_s, over_budget=True)
+            # A mode the model does not compile in: the trial says more.
             return CompilePoint(
                 **base,
                 compile_s=time.perf_counter() - started,
