@@ -8,9 +8,15 @@ run``'s search), the implementations interleaved round by round with the order r
 that drift falls on all of them alike. Only the optimizer's implementation differs between the
 arms, so a step-time difference is the optimizer's.
 
+The optimizer's step alone is timed apart as well (``benchmarks._optimizer_step``: one fresh
+process, the model's gradients of one batch, each implementation stepping ``OPTIMIZER_STEPS``
+times a round, interleaved for as many rounds), since in a whole step its difference can hide
+in the run-to-run spread.
+
 Reported per workload and implementation: the median of the runs' median step times, its
 spread across runs (CV and range), median samples/s and the ratio of step times to
-``default``'s. Markdown on stdout. Run it under ``flock -x /tmp/autotune-bench.lock`` so that
+``default``'s; then the optimizer's step alone, the median of its rounds' medians and their
+range. Markdown on stdout. Run it under ``flock -x /tmp/autotune-bench.lock`` so that
 no other benchmark overlaps.
 """
 
@@ -27,13 +33,15 @@ from autotune.runner import TrialLauncher, probe_workload, run_trial
 from autotune.space import Config
 from autotune.store import TrialRecord
 from autotune.tuner import TuneOptions
-from benchmarks._harness import cv, interleave, log
+from benchmarks._harness import cv, interleave, log, run_module
 
 #: The built-in text model and a plain-torch transformer with AdamW in two parameter groups.
 WORKLOADS = ("builtin:text-transformer", "benchmarks/workloads/plain_transformer.py")
 #: The search's plan of ``autotune run``'s defaults.
 SEARCH_PLAN = TuneOptions(workload="builtin:text-transformer").measure_plan()
 TRIAL_TIMEOUT_S = 300.0
+#: Steps of the optimizer alone in each round of its own timing.
+OPTIMIZER_STEPS = 20
 
 
 def _measured(workload: str, config: Config, plan: MeasurePlan) -> TrialRecord:
@@ -60,6 +68,13 @@ def measure_workload(workload: str, rounds: int, plan: MeasurePlan) -> list[str]
             for impl in impls
         }
         runs = interleave(arms, rounds)
+    alone = run_module(
+        "benchmarks._optimizer_step",
+        {"workload": workload, "impls": list(impls), "steps": OPTIMIZER_STEPS, "rounds": rounds},
+        timeout_s=TRIAL_TIMEOUT_S,
+    )
+    if alone["outcome"] != "ok":
+        raise SystemExit(f"{workload}: timing the optimizer alone failed: {alone['error']}")
     steps = {impl: [r.step_time_median_ms or 0.0 for r in runs[impl]] for impl in impls}
     reference = statistics.median(steps["default"])
     rows = []
@@ -67,11 +82,14 @@ def measure_workload(workload: str, rounds: int, plan: MeasurePlan) -> list[str]
         times = steps[impl]
         rates = [r.samples_per_s or 0.0 for r in runs[impl]]
         spread = cv(times)
+        optimizer_ms = alone["ms"][impl]
         rows.append(
             f"| {probe.workload.name} ({probe.workload.optimizer}, bs {base.batch_size}) "
             f"| {impl} | {statistics.median(times):.1f} | "
             f"{'-' if spread is None else f'{spread:.1%}'} | {min(times):.1f}-{max(times):.1f} "
-            f"| {statistics.median(rates):,.1f} | {statistics.median(times) / reference:.3f} |"
+            f"| {statistics.median(rates):,.1f} | {statistics.median(times) / reference:.3f} "
+            f"| {statistics.median(optimizer_ms):.2f} "
+            f"({min(optimizer_ms):.2f}-{max(optimizer_ms):.2f}) |"
         )
     return rows
 
@@ -104,9 +122,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         "| workload | optimizer_impl | step ms (median of runs) | CV | range | samples/s "
-        "| step time / default |"
+        "| step time / default | optimizer.step alone, ms (range of rounds) |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for workload in args.workload or WORKLOADS:
         for row in measure_workload(workload, args.rounds, plan):
             print(row, flush=True)
