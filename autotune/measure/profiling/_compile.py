@@ -167,6 +167,8 @@ def _time_mode(
                     if compilations() == before:
                         break
             compile_wall = time.perf_counter() - started
+            if deadline.passed:  # torch caught the deadline's exception and stepped on
+                raise _OverBudget
         except Exception as exc:
             _reset_compiler()
             if isinstance(exc, _OverBudget) or deadline.passed:
