@@ -172,6 +172,7 @@ def test_the_workers_are_a_deployment_of_one_gpu_each() -> None:
     assert worker["image"] == "autotune:cuda"
     resources = worker["resources"]
     assert resources["limits"]["nvidia.com/gpu"] == 1
+    assert parse_command_line(worker["args"]).params["devices"] == 1
     # Guaranteed QoS with whole CPUs, so the static CPU manager gives the pod its own cores.
     assert resources["requests"] == resources["limits"]
     assert str(resources["limits"]["cpu"]).isdigit()
@@ -180,6 +181,13 @@ def test_the_workers_are_a_deployment_of_one_gpu_each() -> None:
     assert "/dev/shm" in mounts  # the DataLoader's shared memory
     # Time for SIGTERM to stop the trial and requeue its job.
     assert workers["terminationGracePeriodSeconds"] >= 60
+
+
+def test_a_worker_for_jobs_of_several_ranks_owns_as_many_gpus_as_it_claims() -> None:
+    (worker,) = pod_spec(objects("Deployment", "autotune-worker-2gpu"))["containers"]
+    gpus = worker["resources"]["limits"]["nvidia.com/gpu"]
+    assert gpus == 2 and parse_command_line(worker["args"]).params["devices"] == gpus
+    assert worker["resources"]["requests"] == worker["resources"]["limits"]
 
 
 def test_the_migration_is_a_job_running_db_upgrade() -> None:
