@@ -271,3 +271,34 @@ def test_a_worker_owns_its_cores_in_ranks_on_a_cpu_and_at_least_one_device() -> 
     assert _max_ranks("cpu", 1, cpu_class) == len(os.sched_getaffinity(0))
     with pytest.raises(ConfigError, match="--devices 0"):
         _max_ranks("cpu", 0, cpu_class)
+
+
+# -- the profile's ceiling, read as global samples/s ---------------------------------------
+
+
+class _Ceiling:
+    """The judges' ceiling as a job reads it: (as read, on the trials' scale, highest other)."""
+
+    def __init__(self, value: tuple[float, float, float] | None) -> None:
+        self.value = value
+
+    def ceiling(self) -> tuple[float, float, float] | None:
+        return self.value
+
+
+def _job_ceiling(ranks: int, value: tuple[float, float, float] | None) -> object:
+    from autotune.tuner._job import _JobRun
+
+    job = _JobRun.__new__(_JobRun)
+    job.options = TuneOptions(workload="w", nproc_per_node=ranks)
+    job.judges = _Ceiling(value)  # type: ignore[assignment]
+    return job._ceiling()
+
+
+def test_the_profiles_ceiling_of_one_rank_is_multiplied_by_the_ranks() -> None:
+    # The profile read 100 samples/s for one rank; two ranks' trials ran at 1.9x its reading.
+    assert _job_ceiling(2, (100.0, 190.0, 185.0)) == (200.0, 190.0, 185.0)
+    # No other trial set a scale: the last reading is the profile's own, multiplied too.
+    assert _job_ceiling(2, (100.0, 190.0, 100.0)) == (200.0, 190.0, 200.0)
+    assert _job_ceiling(1, (100.0, 95.0, 100.0)) == (100.0, 95.0, 100.0)
+    assert _job_ceiling(4, None) is None
