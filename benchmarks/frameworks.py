@@ -8,7 +8,7 @@ the script as written (the baseline) and with the recommendation applied through
 ``torch_compile`` for Lightning; ``environment`` for the process), interleaved for ``--rounds``
 rounds, each run in a fresh process. A run's speed is its samples/s after its first
 ``WARMUP_STEPS`` optimizer steps (autotune's claim is a steady state too) over
-``RUN_SAMPLES`` samples of one epoch.
+some seconds (``Framework.run_samples``) of one epoch.
 
 Run it alone on the machine (it prints markdown for benchmarks/RESULTS.md)::
 
@@ -32,8 +32,6 @@ from typing import Any
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
 #: Optimizer steps of each run left out of its speed: worker start-up and first allocations.
 WARMUP_STEPS = 5
-#: Samples each run trains on (at least ``WARMUP_STEPS + 20`` steps): within one epoch.
-RUN_SAMPLES = 2048
 
 
 def run_steps(samples: int, samples_per_step: int) -> int:
@@ -48,6 +46,8 @@ class Framework:
     #: this benchmark applies as the export says (the others are reported as not applied).
     section: str
     applied_by_hand: frozenset[str]
+    #: Samples each run trains on: some seconds of it, within one epoch.
+    run_samples: int
 
 
 _ENVIRONMENT_KNOBS = frozenset({"retain_freed_memory", "intra_op_threads"})
@@ -57,6 +57,7 @@ FRAMEWORKS = {
         f"{WORKLOADS / 'hf_bert_trainer.py'}:make_trainer",
         "hf_training_arguments",
         _ENVIRONMENT_KNOBS,
+        2048,
     ),
     "lightning": Framework(
         "Lightning Trainer",
@@ -64,7 +65,8 @@ FRAMEWORKS = {
         "lightning_trainer",
         _ENVIRONMENT_KNOBS
         | {"batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers"}
-        | {"in_order", "compile", "optimizer_impl"},
+        | {"in_order", "compile", "optimizer_impl", "channels_last"},
+        12288,
     ),
 }
 
@@ -118,6 +120,8 @@ def run_lightning(exports: dict[str, Any], samples: int) -> dict[str, float]:
 
     data = PhotosData(**exports.get("dataloader", {}))
     module: Any = Classifier(**exports.get("optimizer", {}))
+    if "channels_last" in exports.get("set_by_hand", {}).get("lightning_trainer", {}):
+        module = module.to(memory_format=torch.channels_last)
     if "torch_compile" in exports:
         module = torch.compile(module, **exports["torch_compile"])
     settings = exports.get("lightning_trainer", {})
@@ -246,19 +250,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--framework", choices=sorted(FRAMEWORKS), action="append")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved runs of each side")
     parser.add_argument("--time-budget", type=float, help="seconds each tune may take")
-    parser.add_argument(
-        "--run-samples", type=int, default=RUN_SAMPLES, help="samples a run trains on"
-    )
+    parser.add_argument("--run-samples", type=int, help="samples a run trains on (a smoke run)")
     parser.add_argument("--json", type=Path, help="also write every figure here")
     parser.add_argument("--child", choices=sorted(FRAMEWORKS), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child:
         run = run_hf if options.child == "hf" else run_lightning
-        print(json.dumps(run(json.loads(sys.stdin.read()), options.run_samples)))
+        samples = options.run_samples or FRAMEWORKS[options.child].run_samples
+        print(json.dumps(run(json.loads(sys.stdin.read()), samples)))
         return
     results = []
     for key in options.framework or sorted(FRAMEWORKS):
-        results.append(measure(key, options.time_budget, options.rounds, options.run_samples))
+        samples = options.run_samples or FRAMEWORKS[key].run_samples
+        results.append(measure(key, options.time_budget, options.rounds, samples))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     if options.json:
         options.json.write_text(json.dumps(results, indent=1))

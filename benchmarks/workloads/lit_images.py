@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-NUM_SAMPLES = 4096
+NUM_SAMPLES = 16384
 STORED, SIZE = 40, 32
 
 
