@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import mmap
 import os
@@ -46,6 +47,7 @@ from autotune.tuner._seeding import seed_configs
 from autotune.workload import load_workload
 from autotune.workload.builtins._slow_storage import SlowStorageDataset
 from tests.conftest import FAST
+from tests.workloads.slow_default_optimizer import OPTIMIZER_S as SLOW_DEFAULT_S
 from tests.workloads.slow_optimizer import OPTIMIZER_S
 from tests.workloads.stalled_start import STEP_S
 
@@ -963,3 +965,73 @@ def test_the_cpu_time_of_a_child_and_its_threads_is_read_finer_than_a_tick() -> 
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.slow
+def test_each_optimizer_implementation_is_timed_and_predicted_as_it_trains(
+    workload_file,
+) -> None:
+    """An optimizer whose default implementation spins 100 ms a step and whose ``foreach`` one
+    does not: the profile times the step with each implementation the probe found against the
+    default at the workload's batch, the prediction takes the seconds saved off a larger
+    batch's step (a smaller share of it than at the batch timed), and a trial with ``foreach``
+    is faster, as predicted. A space without another implementation times none."""
+    path = workload_file("slow_default_optimizer")
+    fixed = {"amp": "off", "num_workers": 0}
+    profile, _ = profiled(
+        path, 4, fixed={**fixed, "optimizer_impl": "default"}, ranges={"batch_size": "32,128"}
+    )
+    assert profile.optimizer == []
+    profile, space = profiled(path, 4, fixed=fixed, ranges={"batch_size": "32,128"})
+    assert [p.impl for p in profile.optimizer] == [
+        i for i in space.choices["optimizer_impl"] if i != "default"
+    ]
+    point = profile.optimizer_point("foreach")
+    assert point is not None and (point.batch_size, point.amp) == (32, "off"), profile.optimizer
+    # The spin, give or take what the machine's other work adds to either window.
+    assert point.saved_s is not None and point.saved_s > 0.5 * SLOW_DEFAULT_S, point
+    configs = [Config(batch_size=128, optimizer_impl=impl) for impl in ("default", "foreach")]
+    predicted = predict_configs(profile, configs)
+    assert predicted.uncovered_knobs(1) == frozenset()
+    predicted_gain = float(predicted.step_samples_per_s[1] / predicted.step_samples_per_s[0])
+    assert point.ratio is not None and 1.0 < predicted_gain < point.ratio, (predicted_gain, point)
+    plan = MeasurePlan(**{**FAST, "min_seconds": 1.0})
+    measured = [
+        max(run_trial(path, config, "cpu", plan, 120).samples_per_s or 0.0 for _ in range(2))
+        for config in configs
+    ]
+    # How much faster moves with how late a shared machine lets the spin end; that it is
+    # faster does not.
+    assert 0.0 < measured[0] < measured[1], measured
+
+
+@pytest.mark.slow
+def test_compile_is_timed_once_per_mode_within_its_allowance(workload_file) -> None:
+    """Where one compile may take a share of the job, the profile compiles the model in each
+    mode the space searches, with empty caches, and times the compiled step against the eager
+    one; a compile over its allowance is abandoned, its allowance a lower bound of its
+    seconds; without an allowance nothing compiles."""
+    path = workload_file("tiny")
+    probe = probe_workload(path, "cpu")
+    space = SearchSpace(
+        probe.device, probe.workload, fixed={"amp": "off", "num_workers": 0, "compile": "default"}
+    )
+    plan = profile_plan(space, None, True, 4, compile_budget_s=120.0, run_samples=10**9)
+    assert list(plan.compile_modes) == ["default"]
+    profile = profile_workload(path, "cpu", plan, 300)
+    [point] = profile.compile
+    assert (point.mode, point.batch_size, point.over_budget, point.error) == (
+        "default",
+        32,
+        False,
+        None,
+    ), point
+    assert 0.0 < point.compile_s < point.budget_s == 120.0, point
+    assert point.ratio is not None and point.ratio > 0, point
+    # A compile of this model takes seconds: held to a tenth of one, it is abandoned there.
+    short = dataclasses.replace(plan, compile_budget_s=0.1)
+    [over] = profile_workload(path, "cpu", short, 300).compile
+    assert over.over_budget and over.compile_s == over.budget_s == 0.1 and over.ratio is None
+    unplanned = profile_plan(space, None, True, 4)
+    assert list(unplanned.compile_modes) == []
+    assert profile_workload(path, "cpu", unplanned, 300).compile == []
