@@ -251,6 +251,8 @@ def compile_or_not(
         "amp=off",
         "--fix",
         "intra_op_threads=null",
+        "--fix",
+        "optimizer_impl=default",
         "--range",
         "compile=off,default",
         "--steps",

@@ -347,3 +347,6 @@ def test_a_trials_compile_is_held_to_the_jobs_share_and_to_what_the_run_repays(
     assert run._compile_allowance() == pytest.approx(share - COMPILE_SHARE * 100.0)
     assert run._trial_compile_allowance(Config(), "search", None) is None
     assert run._trial_compile_allowance(compiled, "confirm", None) is None
+    # --no-prune: no trial is stopped early, its compile included.
+    unpruned = _JobRun(db, 1, TuneOptions(workload="x", prune=False), Reporter(), threading.Event())
+    assert unpruned._trial_compile_allowance(compiled, "search", None) is None

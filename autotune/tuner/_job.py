@@ -313,8 +313,9 @@ class _JobRun:
         """Seconds a trial of ``config`` may compile for before it is stopped: in the search,
         a share of the job's remaining time, and with ``finished`` values to beat, at most
         what the run can repay (see :func:`compile_allowance`); None where it does not
-        compile, and in the confirmation (its candidates compiled within the search's)."""
-        if config.compile == "off" or phase == "confirm":
+        compile, in the confirmation (its candidates compiled within the search's), and
+        with ``--no-prune`` (no trial is stopped early)."""
+        if config.compile == "off" or phase == "confirm" or not self.options.prune:
             return None
         repaid = None if finished is None else compile_allowance(self.run_samples, finished)
         share = self._compile_allowance()
