@@ -248,14 +248,16 @@ def test_memory_budget_is_respected_and_oom_bounds_larger_batches(
     assert any(outcome == "oom" for _, outcome in trials), (
         "a batch of 512 MiB cannot fit in 600 MiB with the interpreter"
     )
-    # Once a batch ran out of memory, no batch at least as large (same amp, and glibc keeping
-    # at least as much freed memory: without it a larger batch may fit) was run after it.
+    # Once a batch ran out of memory, no batch at least as large (same amp and optimizer
+    # implementation, and glibc keeping at least as much freed memory: without it a larger
+    # batch may fit) was run after it.
     ran_out: list[dict] = []
     for config_text, outcome in trials:
         config = json.loads(config_text)
         for earlier in ran_out:
             assert not (
                 config["amp"] == earlier["amp"]
+                and config["optimizer_impl"] == earlier["optimizer_impl"]
                 and config["batch_size"] >= earlier["batch_size"]
                 and config["retain_freed_memory"] >= earlier["retain_freed_memory"]
             ), f"batch {config['batch_size']} ran after batch {earlier['batch_size']} ran out"

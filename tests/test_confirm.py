@@ -731,6 +731,10 @@ def test_a_real_run_stops_re_measuring_a_candidate_far_behind(tmp_path: Path) ->
             "prefetch_factor=2",
             "--fix",
             "compile=off",
+            "--fix",  # the three worker counts are the whole space: one trial each
+            "optimizer_impl=default",
+            "--fix",
+            "in_order=true",
             "--no-profile",
             "--device",
             "cpu",
