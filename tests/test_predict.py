@@ -1045,10 +1045,8 @@ def test_a_step_whose_time_hardly_grows_with_the_batch_is_named_launch_bound_on_
         assert "step bounds it" in sentence
 
 
-def test_the_most_uncertain_seeds_each_explore_knobs_no_other_seed_does() -> None:
-    # Each uncertain seed turns knobs away from what the profile ran that no other does. A
-    # profile that did not time compile seeds no compiled configuration at all: an untimed
-    # compile is paid in full before a trial learns anything (see test_seed_compile).
+def compile_space() -> SearchSpace:
+    """A small space of the token workload on a CPU that compiles: compile off and default."""
     device = CPU.model_copy(update={"compile_unavailable": None})
     space = SearchSpace(
         device,
@@ -1057,6 +1055,14 @@ def test_the_most_uncertain_seeds_each_explore_knobs_no_other_seed_does() -> Non
         ranges={"batch_size": "32,64,128", "num_workers": "0,2", "prefetch_factor": "1,2"},
     )
     assert space.choices["compile"][:2] == ("off", "default")
+    return space
+
+
+def test_the_most_uncertain_seeds_each_explore_knobs_no_other_seed_does() -> None:
+    # Each uncertain seed turns knobs away from what the profile ran that no other does. A
+    # profile that did not time compile seeds no compiled configuration at all: an untimed
+    # compile is paid in full before a trial learns anything (see test_seed_compile).
+    space = compile_space()
     profile = make_profile({32: 1000.0, 64: 2000.0, 128: 2500.0}, {0: 1e5, 2: 2e5})
     predictions = predict_space(profile, space)
     index_of = {space.config_from(predictions.values(i)).key(): i for i in range(len(predictions))}

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import numpy as np
 import pytest
-from test_predict import CPU, TOKENS, make_profile
+from test_predict import CPU, TOKENS, compile_space, make_profile
 
 from autotune.measure import MeasurePlan
 from autotune.measure.profiling._plan import OPTIMIZER_OVERHEAD_S
@@ -45,18 +45,6 @@ def compiling_profile(compile_s: float, ratio: float, **point: Any) -> Profile:
         **point,
     )
     return profile.model_copy(update={"compile": [timing]})
-
-
-def compile_space() -> SearchSpace:
-    device = CPU.model_copy(update={"compile_unavailable": None})
-    space = SearchSpace(
-        device,
-        TOKENS,
-        fixed={"amp": "off", "intra_op_threads": None},
-        ranges={"batch_size": "32,64,128", "num_workers": "0,2", "prefetch_factor": "1,2"},
-    )
-    assert space.choices["compile"][:2] == ("off", "default")
-    return space
 
 
 def seeds(
