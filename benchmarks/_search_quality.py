@@ -185,16 +185,6 @@ def section(results: Sequence[WorkloadResults]) -> Section:
             )
         relative = comparison.relative(TUNER, GRID_BEST)
         wall_share = result.tuner_wall_s / grid.wall_s
-        if len(runs) > 1:
-            out.findings.append(
-                f"{result.name}: {len(runs)} tuner jobs (seeds {runs[0].seed} to "
-                f"{runs[-1].seed}); judged on the median pick (seed {tuner.seed}) and the median "
-                f"wall time ({result.tuner_wall_s:.0f} s); the picks / best: "
-                + ", ".join(
-                    ratio(comparison.relative(tuner_method(run.seed), GRID_BEST)) for run in runs
-                )
-                + "."
-            )
         out.findings.append(target_finding(result.name, relative, wall_share))
         if relative is None:
             out.findings.append(f"{result.name}: a pick failed when re-measured; no ratio.")
@@ -208,11 +198,6 @@ def section(results: Sequence[WorkloadResults]) -> Section:
                 f"{result.name}: **the tuner lost to the grid's best** by "
                 f"{100 * (1 - relative):.0f}%, {how}; it took {wall_share:.0%} "
                 "of the grid's wall time."
-            )
-        else:
-            out.findings.append(
-                f"{result.name}: the tuner's pick matched or beat the grid's single-run best "
-                f"({relative:.2f}x) in {wall_share:.0%} of the grid's wall time."
             )
         out.findings.extend(prediction_findings(result.name, grid, tuner, result.budget_bytes))
     return out
