@@ -6,9 +6,12 @@ hf_bert_trainer.py and lit_images.py), ``autotune run`` tunes the script with de
 the script as written (the baseline) and with the recommendation applied through its exports
 (``hf_training_arguments``; ``dataloader``, ``lightning_trainer``, ``optimizer`` and
 ``torch_compile`` for Lightning; ``environment`` for the process), interleaved for ``--rounds``
-rounds, each run in a fresh process. A run's speed is its samples/s after its first
-``WARMUP_STEPS`` optimizer steps (autotune's claim is a steady state too) over
-some seconds (``Framework.run_samples``) of one epoch.
+rounds, each run in a fresh process. A run's speed is its samples/s (each batch's own samples)
+after its first ``WARMUP_STEPS`` optimizer steps (autotune's claim is a steady state too) over
+some seconds (``Framework.run_samples``) of one epoch; where those steps would cross an epoch's
+start (a large batch of a small dataset), the run lasts whole epochs instead and its speed is
+over those after the first, as a run of many epochs pays their starts (see ``run_limits``).
+``benchmarks/frameworks_diagnose.py`` times autotune's trials beside the same runs.
 
 Run it alone on the machine (it prints markdown for benchmarks/RESULTS.md)::
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -29,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
 #: Optimizer steps of each run left out of its speed: worker start-up and first allocations.
 WARMUP_STEPS = 5
@@ -36,6 +42,17 @@ WARMUP_STEPS = 5
 
 def run_steps(samples: int, samples_per_step: int) -> int:
     return max(samples // samples_per_step, WARMUP_STEPS + 20)
+
+
+def run_limits(samples: int, samples_per_step: int, epoch_steps: int) -> dict[str, int]:
+    """How long a run lasts: ``run_steps`` steps when they fit in an epoch of
+    ``epoch_steps``; else whole epochs, the first left out of the speed (see :func:`_steady`)
+    and at least two timed, as many as hold the steps: a run of many epochs pays every epoch's
+    start (its workers refilling their queues), and autotune's claim charges it so."""
+    steps = run_steps(samples, samples_per_step)
+    if steps < epoch_steps:
+        return {"max_steps": steps}
+    return {"max_epochs": 1 + max(2, math.ceil(steps / epoch_steps))}
 
 
 @dataclass(frozen=True)
@@ -74,12 +91,39 @@ FRAMEWORKS = {
 # -- one run of the framework's own trainer, in its own process ---------------------------------
 
 
-def _steady(stamps: list[float], samples_per_stamp: int, warmup_stamps: int) -> float:
-    timed = stamps[warmup_stamps:]
-    return (len(timed) - 1) * samples_per_stamp / (timed[-1] - timed[0])
+def _steady(
+    stamps: list[float], samples: list[int], warmup_stamps: int, epochs: list[int] | None = None
+) -> float:
+    """Samples/s over a run's steps that ended at ``stamps`` with ``samples`` each (an epoch's
+    last batch may be short): from the end of the first epoch when ``epochs`` (each step's)
+    shows two whole epochs after it (see :func:`run_limits`), else from the end of step
+    ``warmup_stamps``, to the last step's end."""
+    first = warmup_stamps
+    if epochs and epochs[-1] >= 2:
+        first = epochs.index(1) - 1  # the first epoch's last step
+    return sum(samples[first + 1 :]) / (stamps[-1] - stamps[first])
 
 
-def run_hf(exports: dict[str, Any], samples: int) -> dict[str, float]:
+def _run_result(
+    stamps: list[float],
+    samples: list[int],
+    warmup_stamps: int,
+    started: float,
+    epochs: list[int] | None = None,
+) -> dict[str, Any]:
+    """A run's speed, its seconds, and its steps' end times, samples and epochs (for
+    benchmarks/frameworks_diagnose.py)."""
+    return {
+        "samples_per_s": _steady(stamps, samples, warmup_stamps, epochs),
+        "train_s": time.perf_counter() - started,
+        "stamps": [stamp - started for stamp in stamps],
+        "samples": samples,
+        "threads": torch.get_num_threads(),
+        "epochs": epochs,
+    }
+
+
+def run_hf(exports: dict[str, Any], samples: int) -> dict[str, Any]:
     sys.path.insert(0, str(WORKLOADS))
     from hf_bert_trainer import make_trainer
     from transformers import TrainerCallback
@@ -99,24 +143,28 @@ def run_hf(exports: dict[str, Any], samples: int) -> dict[str, float]:
     trainer.add_callback(stamps)
     started = time.perf_counter()
     trainer.train()
-    return {
-        "samples_per_s": _steady(stamps.stamps, per_step, WARMUP_STEPS),
-        "train_s": time.perf_counter() - started,
-    }
+    samples_of = [per_step] * len(stamps.stamps)  # within one epoch: every batch is whole
+    return _run_result(stamps.stamps, samples_of, WARMUP_STEPS, started)
 
 
-def run_lightning(exports: dict[str, Any], samples: int) -> dict[str, float]:
+def run_lightning(exports: dict[str, Any], samples: int) -> dict[str, Any]:
     sys.path.insert(0, str(WORKLOADS))
     import lightning as L
     import torch
-    from lit_images import Classifier, PhotosData
+    from lit_images import NUM_SAMPLES, Classifier, PhotosData
 
     class Stamps(L.Callback):
         def __init__(self) -> None:
             self.stamps: list[float] = []
+            self.samples: list[int] = []
+            self.epochs: list[int] = []
 
-        def on_train_batch_end(self, *args: Any, **kwargs: Any) -> None:
+        def on_train_batch_end(
+            self, trainer: Any, module: Any, out: Any, batch: Any, i: int
+        ) -> None:
             self.stamps.append(time.perf_counter())
+            self.samples.append(len(batch[1]))
+            self.epochs.append(trainer.current_epoch)
 
     data = PhotosData(**exports.get("dataloader", {}))
     module: Any = Classifier(**exports.get("optimizer", {}))
@@ -127,10 +175,11 @@ def run_lightning(exports: dict[str, Any], samples: int) -> dict[str, float]:
     settings = exports.get("lightning_trainer", {})
     accumulation = settings.get("accumulate_grad_batches", 1)
     batch = data.loader["batch_size"]
+    epoch_steps = math.ceil(math.ceil(NUM_SAMPLES / batch) / accumulation)
     stamps = Stamps()
     trainer = L.Trainer(
         **settings,
-        max_steps=run_steps(samples, batch * accumulation),
+        **run_limits(samples, batch * accumulation, epoch_steps),
         callbacks=[stamps],
         logger=False,
         enable_checkpointing=False,
@@ -141,11 +190,11 @@ def run_lightning(exports: dict[str, Any], samples: int) -> dict[str, float]:
     started = time.perf_counter()
     trainer.fit(module, datamodule=data)
     # A stamp per micro-batch: the warm-up counted in optimizer steps, as for the Trainer.
-    speed = _steady(stamps.stamps, batch, WARMUP_STEPS * accumulation)
-    return {"samples_per_s": speed, "train_s": time.perf_counter() - started}
+    warmup = WARMUP_STEPS * accumulation
+    return _run_result(stamps.stamps, stamps.samples, warmup, started, stamps.epochs)
 
 
-def framework_run(name: str, exports: dict[str, Any], samples: int) -> dict[str, float]:
+def framework_run(name: str, exports: dict[str, Any], samples: int) -> dict[str, Any]:
     """One run of ``name``'s trainer in a fresh process started with the exports' environment."""
     environment = {**os.environ, **exports.get("environment", {})}
     done = subprocess.run(
@@ -167,7 +216,7 @@ def framework_run(name: str, exports: dict[str, Any], samples: int) -> dict[str,
     )
     if done.returncode != 0:
         raise RuntimeError(f"the {name} run failed:\n{done.stderr[-3000:]}")
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -196,7 +245,7 @@ def measure(key: str, time_budget: float | None, rounds: int, samples: int) -> d
     document, tune_s = tune(framework, folder, time_budget)
     exports = document["exports"]
     hand = exports.get("set_by_hand", {}).get(framework.section, {})
-    runs: dict[str, list[dict[str, float]]] = {"baseline": [], "recommended": []}
+    runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "recommended": []}
     for _ in range(rounds):
         runs["baseline"].append(framework_run(key, {}, samples))
         runs["recommended"].append(framework_run(key, exports, samples))
@@ -245,12 +294,26 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _positive(kind: type[int] | type[float]) -> Any:
+    def parse(text: str) -> int | float:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text} is not positive; give a number above 0")
+        return value
+
+    return parse
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--framework", choices=sorted(FRAMEWORKS), action="append")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved runs of each side")
-    parser.add_argument("--time-budget", type=float, help="seconds each tune may take")
-    parser.add_argument("--run-samples", type=int, help="samples a run trains on (a smoke run)")
+    parser.add_argument(
+        "--rounds", type=_positive(int), default=3, help="interleaved runs of each side"
+    )
+    parser.add_argument("--time-budget", type=_positive(float), help="seconds each tune may take")
+    parser.add_argument(
+        "--run-samples", type=_positive(int), help="samples a run trains on (a smoke run)"
+    )
     parser.add_argument("--json", type=Path, help="also write every figure here")
     parser.add_argument("--child", choices=sorted(FRAMEWORKS), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
