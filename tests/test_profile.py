@@ -853,21 +853,19 @@ def test_a_precision_timed_while_a_core_was_taken_is_timed_again(workload_file) 
         channels_last=[False, True],
         worker_counts=[0],
         loader_batch_size=8,
-        step_budget_s=5,
+        step_budget_s=8,
     )
     points, _ = profile_step(workload, workload.dataset(), torch.device("cpu"), plan)
-    assert [(p.channels_last, p.batch_size) for p in points] == [
-        (False, 8),
-        (False, 16),
-        (False, 32),
-        (True, 8),
-        (True, 16),
-        (True, 32),
-    ]
-    first, second = points[:3], points[3:]
+    first = {p.batch_size: p for p in points if not p.channels_last}
+    second = {p.batch_size: p for p in points if p.channels_last}
+    # A loaded machine can spend the budget before the last batch: compare the batches both
+    # layouts reached, at least two.
+    both = set(first) & set(second)
+    assert {8, 16} <= both, points
     assert all(p.samples_per_s and p.cpu_cores for p in points)
-    assert min(p.cpu_cores or 0.0 for p in second) > 1.2  # the step's own work: every core
-    for held, free in zip(first, second, strict=True):
+    assert min(p.cpu_cores or 0.0 for p in second.values()) > 1.2  # the step's own work
+    for batch in sorted(both):
+        held, free = first[batch], second[batch]
         assert (held.cpu_cores or 0.0) > 0.5 * (free.cpu_cores or 0.0), (held, free)
         assert (held.samples_per_s or 0.0) > 0.5 * (free.samples_per_s or 0.0), (held, free)
 
