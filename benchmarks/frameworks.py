@@ -6,11 +6,10 @@ hf_bert_trainer.py and lit_images.py), ``autotune run`` tunes the script with de
 the script as written (the baseline) and with the recommendation applied through its exports
 (``hf_training_arguments``; ``dataloader``, ``lightning_trainer``, ``optimizer`` and
 ``torch_compile`` for Lightning; ``environment`` for the process), interleaved for ``--rounds``
-rounds, each run in a fresh process. A run's speed is its samples/s (each batch's own samples)
-after its first ``WARMUP_STEPS`` optimizer steps (autotune's claim is a steady state too) over
-some seconds (``Framework.run_samples``) of one epoch; where those steps would cross an epoch's
-start (a large batch of a small dataset), the run lasts whole epochs instead and its speed is
-over those after the first, as a run of many epochs pays their starts (see ``run_limits``).
+rounds, each run in a fresh process. A run lasts whole epochs, and its speed is its samples/s
+(each batch's own samples) over those after the first, at least ``Framework.run_samples`` of
+them: autotune's claim is a steady state of a run of whole epochs, each epoch's start (its
+workers refilling their queues) at its share (see ``run_epochs``).
 ``benchmarks/frameworks_diagnose.py`` times autotune's trials beside the same runs.
 
 Run it alone on the machine (it prints markdown for benchmarks/RESULTS.md)::
@@ -44,15 +43,12 @@ def run_steps(samples: int, samples_per_step: int) -> int:
     return max(samples // samples_per_step, WARMUP_STEPS + 20)
 
 
-def run_limits(samples: int, samples_per_step: int, epoch_steps: int) -> dict[str, int]:
-    """How long a run lasts: ``run_steps`` steps when they fit in an epoch of
-    ``epoch_steps``; else whole epochs, the first left out of the speed (see :func:`_steady`)
-    and at least two timed, as many as hold the steps: a run of many epochs pays every epoch's
-    start (its workers refilling their queues), and autotune's claim charges it so."""
-    steps = run_steps(samples, samples_per_step)
-    if steps < epoch_steps:
-        return {"max_steps": steps}
-    return {"max_epochs": 1 + max(2, math.ceil(steps / epoch_steps))}
+def run_epochs(samples: int, samples_per_step: int, epoch_steps: int) -> int:
+    """Whole epochs a run lasts: the first, left out of its speed (start-up, see
+    :func:`_steady`), then as many as hold ``run_steps`` steps, one at least. A run of many
+    epochs pays every epoch's start (workers refilling their queues, or started afresh), and
+    autotune's claim charges each its share, so a run timed within one epoch would not."""
+    return 1 + max(1, math.ceil(run_steps(samples, samples_per_step) / epoch_steps))
 
 
 @dataclass(frozen=True)
@@ -63,7 +59,7 @@ class Framework:
     #: this benchmark applies as the export says (the others are reported as not applied).
     section: str
     applied_by_hand: frozenset[str]
-    #: Samples each run trains on: some seconds of it, within one epoch.
+    #: The least samples a run times (after its first epoch): some seconds of it.
     run_samples: int
 
 
@@ -96,10 +92,10 @@ def _steady(
 ) -> float:
     """Samples/s over a run's steps that ended at ``stamps`` with ``samples`` each (an epoch's
     last batch may be short): from the end of the first epoch when ``epochs`` (each step's)
-    shows two whole epochs after it (see :func:`run_limits`), else from the end of step
-    ``warmup_stamps``, to the last step's end."""
+    shows a later one (see :func:`run_epochs`), else from the end of step ``warmup_stamps``,
+    to the last step's end."""
     first = warmup_stamps
-    if epochs and epochs[-1] >= 2:
+    if epochs and epochs[-1] >= 1:
         first = epochs.index(1) - 1  # the first epoch's last step
     return sum(samples[first + 1 :]) / (stamps[-1] - stamps[first])
 
@@ -125,26 +121,38 @@ def _run_result(
 
 def run_hf(exports: dict[str, Any], samples: int) -> dict[str, Any]:
     sys.path.insert(0, str(WORKLOADS))
-    from hf_bert_trainer import make_trainer
+    from hf_bert_trainer import NUM_SAMPLES, make_trainer
     from transformers import TrainerCallback
 
     class Stamps(TrainerCallback):
-        def __init__(self) -> None:
+        """Each optimizer step's end, epoch and samples (an epoch's last batch is short)."""
+
+        def __init__(self, per_step: int) -> None:
+            self.per_step = per_step
             self.stamps: list[float] = []
+            self.samples: list[int] = []
+            self.epochs: list[int] = []
+            self.in_epoch = 0
+
+        def on_epoch_begin(self, *args: Any, **kwargs: Any) -> None:
+            self.in_epoch = 0
 
         def on_step_end(self, *args: Any, **kwargs: Any) -> None:
             self.stamps.append(time.perf_counter())
+            self.epochs.append(len(self.epochs) and self.epochs[-1] + (self.in_epoch == 0))
+            self.samples.append(min(self.per_step, NUM_SAMPLES - self.in_epoch * self.per_step))
+            self.in_epoch += 1
 
     arguments = dict(exports.get("hf_training_arguments", {}))
     probe = make_trainer(**arguments).args  # the script's own batch when no export sets one
     per_step = probe.per_device_train_batch_size * probe.gradient_accumulation_steps
-    trainer = make_trainer(**arguments, max_steps=run_steps(samples, per_step), disable_tqdm=True)
-    stamps = Stamps()
+    epochs = run_epochs(samples, per_step, math.ceil(NUM_SAMPLES / per_step))
+    trainer = make_trainer(**arguments, num_train_epochs=epochs, disable_tqdm=True)
+    stamps = Stamps(per_step)
     trainer.add_callback(stamps)
     started = time.perf_counter()
     trainer.train()
-    samples_of = [per_step] * len(stamps.stamps)  # within one epoch: every batch is whole
-    return _run_result(stamps.stamps, samples_of, WARMUP_STEPS, started)
+    return _run_result(stamps.stamps, stamps.samples, WARMUP_STEPS, started, stamps.epochs)
 
 
 def run_lightning(exports: dict[str, Any], samples: int) -> dict[str, Any]:
@@ -179,7 +187,7 @@ def run_lightning(exports: dict[str, Any], samples: int) -> dict[str, Any]:
     stamps = Stamps()
     trainer = L.Trainer(
         **settings,
-        **run_limits(samples, batch * accumulation, epoch_steps),
+        max_epochs=run_epochs(samples, batch * accumulation, epoch_steps),
         callbacks=[stamps],
         logger=False,
         enable_checkpointing=False,

@@ -17,6 +17,7 @@ the two configurations and the exports are a recommendation's (``autotune run``'
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import statistics
@@ -90,6 +91,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--run-samples", type=int, help="samples each framework run trains on")
     parser.add_argument("--search-plan", action="store_true", help="the search's shorter plan")
+    parser.add_argument(
+        "--fresh-trials", action="store_true", help="trials as fresh interpreters, not forked"
+    )
     parser.add_argument("--json", help="also write every figure here")
     options = parser.parse_args(argv)
     key = options.framework
@@ -101,7 +105,8 @@ def main(argv: list[str] | None = None) -> None:
         "recommended": (Config(**document["config"]), document["exports"]),
     }
     arms: dict[str, Callable[[], dict[str, Any]]] = {}
-    with TrialLauncher(workload, "cpu"):
+    launcher = contextlib.nullcontext() if options.fresh_trials else TrialLauncher(workload, "cpu")
+    with launcher:
         probe_workload(workload, "cpu")
         for side, (config, exports) in sides.items():
             arms[f"trial {side}"] = functools.partial(

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.frameworks import WARMUP_STEPS, _steady, main, run_limits, run_steps, table
+from benchmarks.frameworks import WARMUP_STEPS, _steady, main, run_epochs, run_steps, table
 
 
-def test_a_run_that_fits_in_an_epoch_lasts_its_steps() -> None:
-    assert run_limits(12288, 32, epoch_steps=512) == {"max_steps": 384}
-    assert run_steps(100, 32) == WARMUP_STEPS + 20  # never shorter than warm-up and 20 steps
-
-
-def test_a_run_that_would_cross_an_epoch_start_lasts_whole_epochs_two_timed_at_least() -> None:
-    # 25 steps of 1536 from 16,384 images (11 an epoch): the first epoch, then three.
-    assert run_limits(12288, 1536, epoch_steps=11) == {"max_epochs": 4}
-    # Epochs longer than the steps but not by much still time two.
-    assert run_limits(12288, 512, epoch_steps=24) == {"max_epochs": 3}
+def test_a_run_lasts_whole_epochs_the_first_and_as_many_as_hold_its_steps() -> None:
+    # 384 steps of 32 from 16,384 images (512 an epoch): the first epoch and one timed.
+    assert run_epochs(12288, 32, epoch_steps=512) == 2
+    # 25 steps of 1536 (11 an epoch): the first epoch, then three.
+    assert run_epochs(12288, 1536, epoch_steps=11) == 4
+    assert run_steps(100, 32) == WARMUP_STEPS + 20  # never fewer than warm-up and 20 steps
 
 
 def test_the_speed_counts_each_step_s_own_samples_after_the_warm_up() -> None:
@@ -34,8 +30,8 @@ def test_the_speed_of_a_run_of_whole_epochs_leaves_out_the_first_epoch() -> None
     epochs = [0, 0, 0, 1, 1, 1, 2, 2, 2]
     speed = _steady(stamps, [10] * 9, WARMUP_STEPS, epochs)
     assert speed == pytest.approx(60 / 10.0)  # the refills counted, the first epoch not
-    # With only one epoch after the first it falls back to the warm-up rule.
-    assert _steady(stamps[:6], [10] * 6, 2, epochs[:6]) == pytest.approx(30 / 5.0)
+    # Within the first epoch it falls back to the warm-up rule.
+    assert _steady(stamps[:3], [10] * 3, 1, epochs[:3]) == pytest.approx(10 / 5.0)
 
 
 def test_the_table_divides_the_claim_by_the_median_of_the_paired_ratios() -> None:
