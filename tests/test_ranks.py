@@ -9,6 +9,7 @@ import threading
 import time
 
 import conftest_service
+import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
@@ -19,6 +20,7 @@ from torch.utils.data import DistributedSampler, TensorDataset
 from api.schemas import JobCreate
 from autotune.errors import ConfigError
 from autotune.measure._distributed import rank0_decides, shard_loader_kwargs, wrap_model
+from autotune.predict import predict_configs
 from autotune.recommend._export import launch_exports
 from autotune.runner import RankPlan, TrialLauncher, check_gpu_count, rank_devices
 from autotune.runner._process import _host_cap, default_host_memory_cap
@@ -28,8 +30,10 @@ from autotune.service import ClaimPolicy, claim_next
 from autotune.service._worker import _max_ranks
 from autotune.space import Config, DeviceInfo
 from autotune.space._host import max_workers_per_rank, over_host
-from autotune.store import Database, Job, device_locks, try_file_lock
+from autotune.store import Database, Job, device_locks, throughput_over_run, try_file_lock
 from autotune.tuner import TuneOptions
+from autotune.tuner._predictor import Predictor
+from tests.test_predict import make_profile, small_space
 
 database_url, database = conftest_service.database_url, conftest_service.database
 
@@ -67,7 +71,7 @@ def test_a_rank_plan_divides_the_cores_and_the_memory() -> None:
     cores = sorted(os.sched_getaffinity(0))
     fields = RankPlan(1, len(cores)).request_fields("trial")
     assert fields == {"ranks": 1, "cores": cores[:1] if len(cores) > 1 else None}
-    # The probe and the profile see one rank's share; a trial runs every rank on their shares.
+    # The probe sees one rank's share; a trial and the profile run every rank on their shares.
     shared = RankPlan(2, 2 * len(cores))
     assert shared.request_fields("probe") == {
         "ranks": 1,
@@ -78,6 +82,7 @@ def test_a_rank_plan_divides_the_cores_and_the_memory() -> None:
         "ranks": 2,
         "cores": cores[:2] if len(cores) > 2 else None,
     }
+    assert shared.request_fields("profile") == shared.request_fields("trial")
 
 
 def test_a_host_share_below_the_ranks_is_refused_in_words() -> None:
@@ -273,32 +278,23 @@ def test_a_worker_owns_its_cores_in_ranks_on_a_cpu_and_at_least_one_device() -> 
         _max_ranks("cpu", 0, cpu_class)
 
 
-# -- the profile's ceiling, read as global samples/s ---------------------------------------
+# -- the profile's rates per rank, its predictions global ----------------------------------
 
 
-class _Ceiling:
-    """The judges' ceiling as a job reads it: (as read, on the trials' scale, highest other)."""
-
-    def __init__(self, value: tuple[float, float, float] | None) -> None:
-        self.value = value
-
-    def ceiling(self) -> tuple[float, float, float] | None:
-        return self.value
-
-
-def _job_ceiling(ranks: int, value: tuple[float, float, float] | None) -> object:
-    from autotune.tuner._job import _JobRun
-
-    job = _JobRun.__new__(_JobRun)
-    job.options = TuneOptions(workload="w", nproc_per_node=ranks)
-    job.judges = _Ceiling(value)  # type: ignore[assignment]
-    return job._ceiling()
-
-
-def test_the_profiles_ceiling_of_one_rank_is_multiplied_by_the_ranks() -> None:
-    # The profile read 100 samples/s for one rank; two ranks' trials ran at 1.9x its reading.
-    assert _job_ceiling(2, (100.0, 190.0, 185.0)) == (200.0, 190.0, 185.0)
-    # No other trial set a scale: the last reading is the profile's own, multiplied too.
-    assert _job_ceiling(2, (100.0, 190.0, 100.0)) == (200.0, 190.0, 200.0)
-    assert _job_ceiling(1, (100.0, 95.0, 100.0)) == (100.0, 95.0, 100.0)
-    assert _job_ceiling(4, None) is None
+def test_a_profile_of_two_ranks_predicts_global_samples_per_second() -> None:
+    one = make_profile({16: 100.0, 32: 150.0}, {0: 400.0, 1: 300.0, 2: 600.0})
+    two = one.model_copy(update={"ranks": 2})
+    configs = [Config(batch_size=16), Config(batch_size=32, num_workers=2)]
+    per_rank, both = predict_configs(one, configs), predict_configs(two, configs)
+    assert np.allclose(both.samples_per_s, 2 * per_rank.samples_per_s)
+    assert np.allclose(both.step_samples_per_s, 2 * per_rank.step_samples_per_s)
+    assert np.allclose(both.memory_bytes, per_rank.memory_bytes), "memory stays one rank's"
+    # The judges read the same unit as the trials: the ceiling, a prediction over a run of
+    # global samples (compile charged against the global rate).
+    space = small_space({"batch_size": "16,32", "num_workers": "0,2"})
+    ceilings = [Predictor(p, space, None).ceiling([]) for p in (one, two)]
+    assert ceilings[0] is not None and ceilings[1] is not None
+    assert ceilings[1][0] == pytest.approx(2 * ceilings[0][0])
+    predicted = Predictor(two, space, None).samples_per_s(configs[0])
+    assert predicted == pytest.approx(2 * float(per_rank.samples_per_s[0]))
+    assert throughput_over_run(predicted, 1.0, 4 * int(predicted)) == pytest.approx(0.8 * predicted)

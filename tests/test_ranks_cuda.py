@@ -1,5 +1,5 @@
-"""Trials as NCCL ranks, one GPU each (``cuda``-marked: they run only where a GPU is, and have
-not run on the machine this suite was written on, which had none)."""
+"""Trials and the profile as NCCL ranks, one GPU each (``cuda``-marked: they run only where a
+GPU is, and have not run on the machine this suite was written on, which had none)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import torch
 
 from autotune.errors import ConfigError
 from autotune.measure import MeasurePlan
-from autotune.runner import RankPlan, TrialLauncher, probe_workload, run_trial
-from autotune.space import Config
+from autotune.runner import RankPlan, TrialLauncher, probe_workload, profile_workload, run_trial
+from autotune.space import Config, SearchSpace
+from autotune.tuner._profiling import profile_plan
 from tests.conftest import FAST
 
 pytestmark = [pytest.mark.cuda, pytest.mark.slow]
@@ -42,3 +43,19 @@ def test_two_nccl_ranks_each_on_its_own_gpu(
     seen = [json.loads(p.read_text()) for p in tmp_path.glob("model-*.json")]
     assert sorted(s["backend"] for s in seen) == ["nccl", "nccl"]
     assert record.peak_memory_allocated_bytes, "each rank's device memory, the largest"
+
+
+def test_the_profile_of_two_nccl_ranks_steps_on_both_gpus(
+    workload_file, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    monkeypatch.setenv("AUTOTUNE_TEST_RANKS_DIR", str(tmp_path))
+    path = workload_file("ranks_check")
+    with TrialLauncher(path, "cuda", RankPlan(2, 2)):
+        probe = probe_workload(path, "cuda")
+        space = SearchSpace(probe.device.model_copy(update={"host_share": 2}), probe.workload)
+        profile = profile_workload(path, "cuda", profile_plan(space, None, False, 4.0), 180)
+    seen = [json.loads(p.read_text()) for p in tmp_path.glob("model-1-*.json")]
+    assert seen and all(s["backend"] == "nccl" for s in seen), "rank 1 built the benches"
+    assert profile.ranks == 2 and any(p.samples_per_s for p in profile.step)

@@ -5,13 +5,16 @@ A trial of ``--nproc-per-node N`` runs as N processes with a process group initi
 changes, all no-ops without a process group: the model is wrapped in
 :class:`~torch.nn.parallel.DistributedDataParallel` (each backward all-reduces the
 gradients), a :class:`~torch.utils.data.DistributedSampler` gives each rank its shard of a
-map-style dataset, and every decision to stop stepping (compilation done, warm-up settled,
+map-style dataset (an iterable one: every N-th item of its stream, :class:`RankShard`), and
+every decision to stop stepping (compilation done, warm-up settled,
 window long enough) is rank 0's, broadcast to all: a rank that stopped one step before the
 others would leave them waiting in an all-reduce for ever.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -44,7 +47,7 @@ def wrap_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
 def shard_loader_kwargs(dataset: Any, kwargs: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     """DataLoader arguments with this rank's :class:`DistributedSampler` in place of
     ``shuffle``, as a DDP script sets them; unchanged without a process group, for an iterable
-    dataset (it shards itself) or where the workload gives its own sampler."""
+    dataset (:func:`shard_dataset` shards it) or where the workload gives its own sampler."""
     if (
         not is_distributed()
         or isinstance(dataset, IterableDataset)
@@ -56,6 +59,45 @@ def shard_loader_kwargs(dataset: Any, kwargs: dict[str, Any], seed: int = 0) -> 
     shuffle = bool(sharded.pop("shuffle", True))
     sharded["sampler"] = DistributedSampler(dataset, shuffle=shuffle, seed=seed)
     return sharded
+
+
+class RankShard(IterableDataset[Any]):
+    """One rank's shard of an iterable dataset: every ``world``-th item of the stream its
+    iterator yields (in a loader worker, that worker's stream), from the ``rank``-th on, as
+    :class:`~torch.utils.data.IterableDataset`'s documentation splits a stream among workers.
+
+    The ranks' shards are disjoint, so the samples every rank counts add up to each sample
+    once; each rank still reads the items it skips, as a script sharding a stream it cannot
+    seek does (the cost is the trial's).
+
+    Example:
+        >>> class Stream(IterableDataset):
+        ...     def __iter__(self):
+        ...         return iter(range(7))
+        >>> list(RankShard(Stream(), 1, 3))
+        [1, 4]
+    """
+
+    def __init__(self, dataset: IterableDataset[Any], rank: int, world: int) -> None:
+        self.dataset = dataset
+        self.rank = rank
+        self.world = world
+
+    def __iter__(self) -> Iterator[Any]:
+        return itertools.islice(iter(self.dataset), self.rank, None, self.world)
+
+    def __len__(self) -> int:
+        # Where the stream has a length (a TypeError where it has none, as DataLoader expects).
+        length = len(self.dataset)  # type: ignore[arg-type]
+        return max(0, -(-(length - self.rank) // self.world))
+
+
+def shard_dataset(dataset: Any) -> Any:
+    """``dataset``, an iterable one as this rank's :class:`RankShard` in a process group of
+    several ranks (a map-style one is sharded by its sampler, :func:`shard_loader_kwargs`)."""
+    if not isinstance(dataset, IterableDataset) or world_size() == 1:
+        return dataset
+    return RankShard(dataset, dist.get_rank(), world_size())
 
 
 def rank0_decides(flag: bool, device: torch.device) -> bool:

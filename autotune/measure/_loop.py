@@ -21,7 +21,12 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from autotune.measure._batches import batch_size_of, first_tensor
 from autotune.measure._cuda_graphs import GraphWatch
-from autotune.measure._distributed import rank0_decides, shard_loader_kwargs, wrap_model
+from autotune.measure._distributed import (
+    rank0_decides,
+    shard_dataset,
+    shard_loader_kwargs,
+    wrap_model,
+)
 from autotune.measure._optimizer import with_implementation
 from autotune.measure._step import TrainingStep, WaitClock, forward_loss
 from autotune.space import Config
@@ -72,7 +77,7 @@ def build_loader(workload: Workload, config: Config, dataset: Any) -> DataLoader
             kwargs["prefetch_factor"] = config.prefetch_factor
         if not config.in_order:
             kwargs["in_order"] = False
-    return DataLoader(dataset, **shard_loader_kwargs(dataset, kwargs))
+    return DataLoader(shard_dataset(dataset), **shard_loader_kwargs(dataset, kwargs))
 
 
 def _loader_length(loader: DataLoader[Any]) -> int | None:

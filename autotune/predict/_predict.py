@@ -14,7 +14,9 @@ after the other. :func:`predict_columns` composes the stages, each in its own mo
 4. over a dataset of known length, whole epochs (:mod:`~autotune.predict._epochs`): rounds of
    the workers, filling and draining the pipeline, restarting workers;
 5. the bounds joined (:mod:`~autotune.predict._soft_min`), memory from the profile's linear
-   memory model, and the uncertainty (:mod:`~autotune.predict._uncertainty`).
+   memory model, and the uncertainty (:mod:`~autotune.predict._uncertainty`);
+6. one rank's samples/s times the ranks the profile ran as: global samples/s, the trials'
+   unit (memory stays one rank's, as the budget is).
 
 The work is done on NumPy columns (:class:`Columns`): the profile's tables are evaluated once
 per distinct batch/precision/layout and worker count, then gathered, so hundreds of thousands
@@ -57,6 +59,9 @@ def predict_columns(
         if profile.dataset_length:
             epoch = epoch_samples(profile.dataset_length, columns.batch_size)
             rate = epoch / (epoch / rate + epoch_start_s)
+    # The one place the unit changes: the profile's rates are one rank's (see
+    # :class:`Profile`), the predictions global samples/s, as every rank steps alike.
+    rate, step_rate, loader_rate = (r * profile.ranks for r in (rate, step_rate, loader_rate))
     memory = step.memory_bytes + loader_memory(profile, columns)
     over = step.out_of_memory.copy()
     if memory_budget_bytes is not None:

@@ -309,12 +309,22 @@ class OptimizerPoint(BaseModel):
 
 class Profile(BaseModel):
     """The step's capacity per batch/precision/layout, the loader's per worker count, and the
-    memory each batch needs: the two bounds of every configuration."""
+    memory each batch needs: the two bounds of every configuration.
+
+    Its rates, CPU, memory and dataset length are **one rank's**: in a job of several ranks
+    the profile runs as those ranks, the step's all-reduce and the other ranks' loaders
+    included, and records rank 0. The predictions are global samples/s, the trials' unit:
+    :func:`~autotune.predict.predict_columns` multiplies by :attr:`ranks`, the one place the
+    unit changes.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     device_type: str
+    #: One rank's share of the host's cores.
     cpu_count: int
+    #: The ranks the profile ran as (each stepping and loading as rank 0 did).
+    ranks: int = 1
     step: list[StepPoint]
     #: The step again on fewer intra-op threads (CPU only, the counts the space searches), at
     #: a few batches of each precision and layout: how much of its speed the other cores give.

@@ -262,6 +262,7 @@ def ceiling_numbers(profile: Profile) -> str | None:
         f"{step.batch_size} in {_precision(step.amp)}{layout}; the loader at best "
         f"{loader.samples_per_s:,.0f} samples/s with {_workers(loader.num_workers)} at "
         f"batch {profile.loader_batch_size}{again}"
+        + (f", each of {profile.ranks} ranks" if profile.ranks > 1 else "")
     )
 
 

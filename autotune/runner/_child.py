@@ -38,6 +38,7 @@ from autotune.measure import (
     use_expandable_segments,
 )
 from autotune.measure import profile as profile_workload
+from autotune.measure.profiling import follow, start_conducting
 from autotune.runner._protocol import RESULT_FD_ENV, EventWriter
 from autotune.runner._ranks import (
     combine_metrics,
@@ -139,6 +140,9 @@ def _cap_device_memory(device: torch.device, budget: int | None) -> None:
 
 def profile(request: dict[str, Any], emit: EventWriter) -> None:
     """Measure the step alone and the loader alone (:mod:`autotune.measure.profiling`)."""
+    if int(request.get("ranks") or 1) > 1:
+        ranked_profile(request, emit)
+        return
     device = _device(request)
     plan = ProfilePlan(**request["plan"])
     _cap_device_memory(device, request.get("device_memory_budget_bytes"))
@@ -178,10 +182,9 @@ def trial(request: dict[str, Any], emit: EventWriter) -> None:
     emit(result)
 
 
-def ranked_trial(request: dict[str, Any], emit: EventWriter) -> None:
-    """Measure the configuration as ``request["ranks"]`` DDP ranks (see
-    :mod:`autotune.runner._ranks`); rank 0, this process, reports the trial."""
-    world = int(request["ranks"])
+def _fork_ranks(world: int, emit: EventWriter) -> tuple[int, list[int], Any]:
+    """Ranks 1..``world``-1 forked from this process (see :func:`start_ranks`): this
+    process's rank, the others' pids and, in rank 0, the event set once one of them failed."""
     rank0 = os.getpid()
 
     def in_rank() -> None:
@@ -189,17 +192,75 @@ def ranked_trial(request: dict[str, Any], emit: EventWriter) -> None:
         die_with_parent()
 
     rank, others = start_ranks(world, in_rank)
-    peer_failed = watch_ranks(others, world, emit) if rank == 0 else None
+    return rank, others, watch_ranks(others, world, emit) if rank == 0 else None
+
+
+def _join_group(request: dict[str, Any], rank: int) -> torch.device:
+    """This rank's device (one GPU per rank, as ``LOCAL_RANK`` picks it), torchrun's one
+    thread per rank, and the process group (NCCL on CUDA, gloo on a CPU)."""
+    device = _device(request)
+    if device.type == "cuda":
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+    restrict_host(None, 1)  # torchrun's default of one thread per rank
+    torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    _cap_device_memory(device, request.get("device_memory_budget_bytes"))
+    return device
+
+
+def _rank_failed(
+    exc: Exception, rank: int, world: int, peer_failed: Any, emit: EventWriter
+) -> NoReturn:
+    """Report this rank's failure (unless a peer's end caused it) and end the rank."""
+    traceback.print_exc()
+    if peer_failed is not None and peer_failed.wait(_PEER_GRACE_S):
+        os._exit(1)  # a peer's end broke the collective: its reason is the trial's
+    outcome = (
+        "nonfinite"
+        if isinstance(exc, NonFiniteLoss)
+        else "unsuited"  # set aside by the job, as a single-process trial's
+        if isinstance(exc, UnsuitedValue)
+        else "oom"
+        if is_out_of_memory(exc)
+        else "error"
+    )
+    emit(rank_failure(rank, world, outcome, describe_exception(exc)))
+    sys.stdout.flush()
+    os._exit(1)
+
+
+def ranked_profile(request: dict[str, Any], emit: EventWriter) -> None:
+    """Profile as ``request["ranks"]`` ranks (see
+    :mod:`autotune.measure.profiling._lockstep`): rank 0, this process, measures and reports
+    one rank's profile; the others run its sweeps beside it, then end."""
+    world = int(request["ranks"])
+    rank, others, peer_failed = _fork_ranks(world, emit)
     try:
-        device = _device(request)
-        if device.type == "cuda":
-            device = torch.device("cuda", rank)  # one GPU per rank, as LOCAL_RANK picks it
-            torch.cuda.set_device(device)
-        restrict_host(None, 1)  # torchrun's default of one thread per rank
-        torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        device = _join_group(request, rank)
+        plan = ProfilePlan(**request["plan"])
+        workload = load_workload(request["workload"])
+        if rank == 0:
+            start_conducting(frozenset(others))
+            measured = profile_workload(workload, device, plan)
+        else:
+            follow(workload, device, plan)
+    except Exception as exc:
+        _rank_failed(exc, rank, world, peer_failed, emit)
+    if rank != 0:
+        sys.stdout.flush()
+        os._exit(0)
+    emit({"event": "profile", "profile": measured.model_dump(mode="json")})
+
+
+def ranked_trial(request: dict[str, Any], emit: EventWriter) -> None:
+    """Measure the configuration as ``request["ranks"]`` DDP ranks (see
+    :mod:`autotune.runner._ranks`); rank 0, this process, reports the trial."""
+    world = int(request["ranks"])
+    rank, _, peer_failed = _fork_ranks(world, emit)
+    try:
+        device = _join_group(request, rank)
         config = Config.model_validate(request["config"])
         plan = MeasurePlan(**request.get("plan", {}))
-        _cap_device_memory(device, request.get("device_memory_budget_bytes"))
         workload = load_workload(request["workload"])
 
         def global_progress(event: dict[str, Any]) -> None:
@@ -220,21 +281,7 @@ def ranked_trial(request: dict[str, Any], emit: EventWriter) -> None:
         gathered: list[Any] = [None] * world
         torch.distributed.all_gather_object(gathered, (mine, peak))
     except Exception as exc:
-        traceback.print_exc()
-        if peer_failed is not None and peer_failed.wait(_PEER_GRACE_S):
-            os._exit(1)  # a peer's end broke the collective: its reason is the trial's
-        outcome = (
-            "nonfinite"
-            if isinstance(exc, NonFiniteLoss)
-            else "unsuited"  # set aside by the job, as a single-process trial's
-            if isinstance(exc, UnsuitedValue)
-            else "oom"
-            if is_out_of_memory(exc)
-            else "error"
-        )
-        emit(rank_failure(rank, world, outcome, describe_exception(exc)))
-        sys.stdout.flush()
-        os._exit(1)
+        _rank_failed(exc, rank, world, peer_failed, emit)
     if rank != 0:
         sys.stdout.flush()
         os._exit(0)

@@ -119,7 +119,7 @@ def _start(request: dict[str, Any]) -> _Run:
     """
     launcher = active_launcher(request["device"])
     ranks = active_ranks()
-    gpus = ranks.nproc if request["mode"] in ("trial", "probe") else 1
+    gpus = ranks.nproc
     target = trial_device(request["device"], os.environ, gpus)
     request = dict(
         request,
@@ -573,7 +573,7 @@ def profile_workload(
         "plan": asdict(plan),
         "device_memory_budget_bytes": None if budget_is_host_memory else memory_budget_bytes,
     }
-    cap, cap_name = _host_cap(memory_budget_bytes, budget_is_host_memory)
+    cap, cap_name = _host_cap(memory_budget_bytes, budget_is_host_memory, active_ranks().nproc)
     run = _start(request)
 
     _, tail = _supervise_under_cap(

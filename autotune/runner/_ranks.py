@@ -10,9 +10,10 @@ every rank and every rank's loader workers, and each rank dies with rank 0 (its 
 signal), as rank 0 dies with the worker.
 
 The host is shared among the ranks the user will launch (``--host-share``, by default the
-ranks measured): the probe and the profile see one rank's share of the cores (by affinity) and
-of the memory (by the cap), so the searched worker counts, the memory cap and the CPU-side
-predictions are one rank's; a trial of N ranks gets N shares.
+ranks measured): the probe sees one rank's share of the cores (by affinity) and of the memory
+(by the cap), so the searched worker counts and the memory cap are one rank's; a trial of N
+ranks gets N shares, and so does the profile, which runs as the N ranks (see
+:mod:`autotune.measure.profiling._lockstep`) and records one rank's rates.
 """
 
 from __future__ import annotations
@@ -68,9 +69,9 @@ class RankPlan:
 
     def request_fields(self, mode: str) -> dict[str, Any]:
         """What a trial, probe or profile request says about ranks and the host's share: a
-        trial runs as :attr:`nproc` ranks on their share; the probe and the profile as one
-        rank on one share (the probe counts the GPUs the ranks need)."""
-        ranks = self.nproc if mode == "trial" else 1
+        trial and the profile run as :attr:`nproc` ranks on their share; the probe as one
+        rank on one share (it counts the GPUs the ranks need)."""
+        ranks = self.nproc if mode in ("trial", "profile") else 1
         fields: dict[str, Any] = {"ranks": ranks}
         if self.shared:
             fields["cores"] = self.cores(os.sched_getaffinity(0), ranks)

@@ -14,6 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.errors import AutotuneError, ConfigError, NoFeasibleConfigError
 from autotune.measure import device_identity, fingerprint_differences
+from autotune.predict import Profile
 from autotune.recommend import (
     build_document,
 )
@@ -174,6 +175,8 @@ class _JobRun:
         assert self.probe is not None
         if job.fingerprint and fingerprint_differences(job.fingerprint, self.probe.fingerprint):
             profile = None  # measured on other hardware: the new measurement set profiles anew
+        if isinstance(profile, Profile) and profile.ranks != self.options.nproc_per_node:
+            profile = None  # measured as other ranks (or before profiles ran as the ranks)
         if profile is None:
             host_budget = not self.probe.device.is_cuda
             plan = profile_plan(
@@ -189,7 +192,7 @@ class _JobRun:
                     self.db,
                     self.job_id,
                     self.owner,
-                    self.identity.key,
+                    self.devices,
                     self.options.workload,
                     self.options.device,
                     plan,
@@ -279,19 +282,6 @@ class _JobRun:
         row = self.trials.store(record, phase, trial.number if trial is not None else None)
         self.reporter.trial_finished(row)
         return record
-
-    def _ceiling(self) -> tuple[float, float, float] | None:
-        """The judges' ceiling in global samples/s: the profile times one rank, a trial of
-        ``nproc_per_node`` ranks measures them all. Its readings on the trials' scales already
-        are; the profile's own reading (also the last where no other trial set a scale) is
-        multiplied by the ranks, else every best of several ranks would pass for the ceiling."""
-        assert self.judges is not None
-        ceiling = self.judges.ceiling()
-        ranks = self.options.nproc_per_node
-        if ceiling is None or ranks == 1:
-            return ceiling
-        read, scaled, highest = ceiling
-        return read * ranks, scaled, read * ranks if highest == read else highest
 
     def _compile_allowance(self) -> float:
         """Seconds one compile may take now: a share of the job's remaining time (see
@@ -418,7 +408,7 @@ class _JobRun:
             patience=self.options.patience,
             predicted_slow=None if self.judges is None else self.judges.predicted_slow,
             out_of_reach=None if self.judges is None else self.judges.below_reach,
-            ceiling=None if self.judges is None else self._ceiling,
+            ceiling=None if self.judges is None else self.judges.ceiling,
         )
         if self.cancel.is_set():
             raise JobCancelled

@@ -4,12 +4,13 @@ under the device lock, and reusing the one a resumed job stored."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 from autotune.measure import ProfilePlan
 from autotune.predict import Profile, predict_space, ranking
 from autotune.runner import ProfileFailed, TrialCancelled, probe_workload, profile_workload
 from autotune.space import Config, SearchSpace
-from autotune.store import Database, Job, device_lock, lock_owned_job
+from autotune.store import Database, Job, device_locks, lock_owned_job
 
 
 class ProfileCancelled(Exception):
@@ -71,7 +72,7 @@ def measure_profile(
     db: Database,
     job_id: int,
     owner: str | None,
-    lock_key: str,
+    lock_keys: Sequence[str],
     workload: str,
     device: str,
     plan: ProfilePlan,
@@ -80,13 +81,14 @@ def measure_profile(
     host_budget: bool,
     cancel: threading.Event,
 ) -> Profile | str:
-    """Profile in a fresh process under the device lock and store the result on the job.
+    """Profile in a fresh process (as many ranks as the job's trials) under the locks of
+    every device its ranks use, and store the result on the job.
 
     Returns the profile, or the reason it could not be measured (the job then searches without
     one). Raises :class:`ProfileCancelled` when the job is cancelled meanwhile.
     """
     result: Profile | str
-    with device_lock(db, lock_key, cancel) as held:
+    with device_locks(db, lock_keys, cancel) as held:
         if not held:
             raise ProfileCancelled
         try:

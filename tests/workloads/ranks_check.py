@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 from torch import nn
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from autotune.workload._contract import Workload
 
@@ -68,10 +69,33 @@ class Recorded(nn.Module):
         return self.linear(x)
 
 
-def _workload(name: str, fail_after: int | None) -> Workload:
+class IndexStream(IterableDataset[int]):
+    """The samples' indices as a stream, every worker its share by worker; the collate
+    function (:func:`collate_recorded`) records the indices a batch holds and builds it."""
+
+    def __iter__(self) -> Iterator[int]:
+        info = get_worker_info()
+        first, step = (0, 1) if info is None else (info.id, info.num_workers)
+        return iter(range(first, NUM_SAMPLES, step))
+
+
+_SAMPLES = RecordedSamples.__new__(RecordedSamples)
+_generator = torch.Generator().manual_seed(0)
+_SAMPLES.x = torch.randn(NUM_SAMPLES, NUM_FEATURES, generator=_generator)
+_SAMPLES.y = torch.randint(0, 4, (NUM_SAMPLES,), generator=_generator)
+
+
+def collate_recorded(indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.stack([_SAMPLES[i][0] for i in indices]), torch.stack(
+        [_SAMPLES[i][1] for i in indices]
+    )
+
+
+def _workload(name: str, fail_after: int | None, stream: bool = False) -> Workload:
     return Workload(
         model=lambda: Recorded(fail_after),
-        dataset=RecordedSamples,
+        dataset=IndexStream if stream else RecordedSamples,
+        collate_fn=collate_recorded if stream else None,
         loss=nn.CrossEntropyLoss(),
         optimizer=lambda params: torch.optim.SGD(params, lr=0.1),
         name=name,
@@ -85,3 +109,7 @@ def workload() -> Workload:
 
 def fails_on_rank1() -> Workload:
     return _workload("ranks-fail", 3)
+
+
+def stream() -> Workload:
+    return _workload("ranks-stream", None, stream=True)

@@ -22,11 +22,17 @@ the code that measures it, one module per part, run in this order by :func:`prof
   once at the workload's batch with empty caches, within the share of the job's time one
   compile may take: its seconds, and its step against the eager step timed beside it.
 
+In a job of several ranks the profile runs as those ranks (:mod:`._lockstep`): rank 0 measures
+and records one rank's rates, the others run its step and loader sweeps beside it
+(:mod:`._follow`).
+
 Each part has its own time budget (:class:`ProfilePlan`); a point the budget leaves out is
 predicted from its neighbours, with more uncertainty.
 """
 
+from autotune.measure.profiling._follow import follow
+from autotune.measure.profiling._lockstep import start_conducting
 from autotune.measure.profiling._orchestration import profile
 from autotune.measure.profiling._plan import ProfilePlan
 
-__all__ = ["ProfilePlan", "profile"]
+__all__ = ["ProfilePlan", "follow", "profile", "start_conducting"]

@@ -19,12 +19,21 @@ import psutil
 import torch
 from torch.utils.data import IterableDataset, default_collate
 
-from autotune.measure._batches import map_tensors, to_device
+from autotune.measure._batches import batch_size_of, map_tensors, to_device
+from autotune.measure._distributed import wrap_model
 from autotune.measure._host_allocator import release_freed_memory
 from autotune.measure._host_memory import peak_rss_bytes, reset_peak_rss
 from autotune.measure._optimizer import with_implementation
 from autotune.measure._step import TrainingStep, forward_loss
 from autotune.measure.profiling._cpu_time import _cpu_seconds
+from autotune.measure.profiling._lockstep import (
+    AMP_MODES,
+    COMPILE_MODES,
+    OPTIMIZER_IMPLS,
+    STEP,
+    conductor,
+    in_lockstep,
+)
 from autotune.measure.profiling._plan import ProfilePlan
 from autotune.predict import StepPoint
 from autotune.space import AmpMode, CompileMode, Config, OptimizerImpl
@@ -129,6 +138,20 @@ class StepBench:
         )
         self.training = TrainingStep(config, device, workload.max_grad_norm)
         self.model = self.training.prepare_model(workload.model())
+        #: This bench's id among the ranks in a lockstep block (see :mod:`._lockstep`).
+        self.ident: int | None = None
+        conducting = conductor()
+        if conducting is not None:
+            self.ident = conducting.bench(
+                self,
+                AMP_MODES.index(amp),
+                int(channels_last),
+                COMPILE_MODES.index(compile_mode),
+                OPTIMIZER_IMPLS.index(optimizer_impl),
+                torch.get_num_threads(),
+            )
+        if in_lockstep():
+            self.model = wrap_model(self.model, device)  # each backward all-reduces
         self.model.train()
         self.optimizer = with_implementation(
             workload.optimizer(self.model.parameters()), optimizer_impl
@@ -139,6 +162,11 @@ class StepBench:
         return to_device(batch, self.device, self.channels_last, non_blocking=False)
 
     def step(self, batch: Any) -> None:
+        if self.ident is not None:
+            conducting = conductor()
+            if conducting is None:
+                raise RuntimeError("a bench of every rank stepped outside its lockstep block")
+            conducting.send(STEP, self.ident, batch_size_of(batch))
         with self.training.autocast():
             loss = forward_loss(self.workload, self.model, batch)
         self.training.backward(loss, self.optimizer)

@@ -13,6 +13,8 @@ import time
 
 import psutil
 
+from autotune.measure.profiling._lockstep import other_ranks
+
 #: Where each thread's time on a CPU is counted in nanoseconds (Linux).
 _SCHEDSTAT = os.path.exists("/proc/self/schedstat")
 
@@ -28,9 +30,23 @@ def _cpu_seconds(process: psutil.Process, children: bool = False) -> float:
     """
     total = time.process_time()
     if children:
-        for child in process.children(recursive=True):
+        for child in own_descendants(process):
             total += _child_cpu_seconds(child)
     return total
+
+
+def own_descendants(process: psutil.Process) -> list[psutil.Process]:
+    """``process``'s descendants but the other ranks of a profile and theirs (see
+    :mod:`._lockstep`): one rank's loader workers."""
+    ranks = other_ranks()
+    found: list[psutil.Process] = []
+    for child in process.children():
+        if child.pid in ranks:
+            continue
+        found.append(child)
+        with contextlib.suppress(psutil.Error):
+            found.extend(child.children(recursive=True))
+    return found
 
 
 def _child_cpu_seconds(child: psutil.Process) -> float:

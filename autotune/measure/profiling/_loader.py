@@ -18,9 +18,11 @@ from typing import Any
 import psutil
 from torch.utils.data import DataLoader, IterableDataset
 
+from autotune.measure._distributed import world_size
 from autotune.measure._host_memory import tree_memory_bytes
 from autotune.measure._loop import _loader_length, build_loader
-from autotune.measure.profiling._cpu_time import _cpu_seconds
+from autotune.measure.profiling._cpu_time import _cpu_seconds, own_descendants
+from autotune.measure.profiling._lockstep import LOADER, conductor
 from autotune.measure.profiling._plan import MEMORY_MARGIN, ProfilePlan
 from autotune.predict import LoaderPoint
 from autotune.space import Config
@@ -61,6 +63,9 @@ def _measure_loader(
         num_workers=workers,
         prefetch_factor=prefetch_factor if workers else None,
     )
+    conducting = conductor()
+    if conducting is not None:  # every rank times the same loader on its shard, at once
+        conducting.send(LOADER, batch_size, workers, prefetch_factor)
     loader: DataLoader[Any] = build_loader(workload, config, dataset)
     process = psutil.Process()
     length = _loader_length(loader)
@@ -103,9 +108,13 @@ def _measure_loader(
         wall = time.perf_counter() - started
         cpu = max(0.0, _cpu_seconds(process, children=True) - cpu_before)
         main_cpu = max(0.0, time.thread_time() - main_before)
-        memory = tree_memory_bytes(os.getpid())
+        memory = tree_memory_bytes(
+            os.getpid(), [os.getpid(), *(p.pid for p in own_descendants(process))]
+        )
     finally:
         del iterator
+    if conducting is not None:
+        conducting.settle()
     if not pulled:
         raise RuntimeError(
             f"an epoch holds too few batches of {batch_size} to time "
@@ -277,11 +286,16 @@ def extended_workers(points: Sequence[LoaderPoint], grid_max: int) -> list[int]:
 
 
 def dataset_length(dataset: Any) -> int | None:
-    """``len(dataset)`` where it has one: what bounds the batches a loader timing can pull."""
-    return len(dataset) if hasattr(dataset, "__len__") else None
+    """``len(dataset)`` where it has one, one rank's shard of it in a profile of several
+    (a :class:`~torch.utils.data.DistributedSampler`'s, rounded up): what bounds the batches
+    a loader timing can pull."""
+    if not hasattr(dataset, "__len__"):
+        return None
+    return -(-len(dataset) // world_size())
 
 
 def epoch_length(dataset: Any) -> int | None:
-    """Samples per epoch of a map-style dataset; None for an iterable one (its workers each
-    read what the dataset gives them: its epoch is not a count of batches shared out)."""
+    """Samples per epoch of a map-style dataset (one rank's shard); None for an iterable one
+    (its workers each read what the dataset gives them: its epoch is not a count of batches
+    shared out)."""
     return None if isinstance(dataset, IterableDataset) else dataset_length(dataset)

@@ -5,6 +5,11 @@ fresh-heap probe, the step sweep, the thread sweep, the fork, accumulation and o
 probes, the loader sweep and its follow-ups, and last the compile probe, and assembles what
 they measured into the predictor's :class:`~autotune.predict.Profile`. It owns no measurement
 of its own.
+
+In a job of several ranks it runs in rank 0 of the profile's ranks, the step sweep, the
+thread sweep, the optimizer probe and the loader sweep in :func:`._lockstep.lockstep` with
+the other ranks (which run :func:`._follow.follow`); what it records is one rank's
+(:attr:`~autotune.predict.Profile.ranks`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import time
 
 import torch
 
+from autotune.measure._distributed import world_size
 from autotune.measure._host_allocator import glibc_malloc, retain_freed_memory
 from autotune.measure._loop import collect_setup_garbage
 from autotune.measure.profiling._accumulation import profile_accumulation
@@ -28,6 +34,7 @@ from autotune.measure.profiling._loader import (
     worker_memory,
 )
 from autotune.measure.profiling._loader_followup import profile_large_batch, profile_prefetch
+from autotune.measure.profiling._lockstep import lockstep, stop_conducting
 from autotune.measure.profiling._optimizer import optimizer_batches, profile_optimizer
 from autotune.measure.profiling._plan import ProfilePlan
 from autotune.measure.profiling._step import memory_models, profile_step
@@ -45,7 +52,9 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
         retain_freed_memory()
     torch.manual_seed(0)
     dataset = workload.dataset()
-    cpu_count = len(os.sched_getaffinity(0))  # one rank's share of the host (--host-share)
+    ranks = world_size()
+    # One rank's share of the host (--host-share): the ranks of a profile share their cores.
+    cpu_count = max(1, len(os.sched_getaffinity(0)) // ranks)
     source = step_batches(workload, dataset, plan)
     heap: list[HeapPoint] = []
     if fresh_heap:
@@ -57,8 +66,9 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
             plan, step_budget_s=max(0.0, plan.step_budget_s - (time.perf_counter() - heap_started))
         )
         retain_freed_memory()  # set already unless the step ran out of memory
-    step, source = profile_step(workload, dataset, device, plan, source)
-    step_threads = profile_step_threads(workload, device, source, step, plan)
+    with lockstep():  # on every rank, the gradients all-reduced in each timed step
+        step, source = profile_step(workload, dataset, device, plan, source)
+        step_threads = profile_step_threads(workload, device, source, step, plan)
     fork_copy = (
         profile_fork_copy(workload, device, source, plan)
         if plan.fork_copy and device.type == "cpu"
@@ -67,27 +77,31 @@ def profile(workload: Workload, device: torch.device, plan: ProfilePlan) -> Prof
     accumulation = (
         profile_accumulation(workload, device, source, plan) if plan.accumulation else None
     )
-    optimizer = profile_optimizer(workload, device, optimizer_batches(plan, source.make), plan)
+    with lockstep():
+        optimizer = profile_optimizer(workload, device, optimizer_batches(plan, source.make), plan)
     collate = source.collate_seconds(plan.loader_batch_size)
     sample_bytes = source.sample_bytes()
     compiling = compile_batches(plan, source.make)
     del source
     collect_setup_garbage()  # else a worker forked while a collection was due runs it
-    loader = profile_loader(workload, dataset, plan, cpu_count)
-    large = profile_large_batch(workload, dataset, plan, loader, sample_bytes)
-    counts = [p.num_workers for p in loader if p.num_workers]
-    fewest = (
-        large
-        if large and counts and large[1].num_workers == min(counts)
-        else profile_large_batch(workload, dataset, plan, loader, sample_bytes, fewest=True)
-    )
-    ahead = profile_prefetch(workload, dataset, plan, loader, sample_bytes)
+    with lockstep():  # a loader on every rank at once, each on its shard
+        loader = profile_loader(workload, dataset, plan, cpu_count)
+        large = profile_large_batch(workload, dataset, plan, loader, sample_bytes)
+        counts = [p.num_workers for p in loader if p.num_workers]
+        fewest = (
+            large
+            if large and counts and large[1].num_workers == min(counts)
+            else profile_large_batch(workload, dataset, plan, loader, sample_bytes, fewest=True)
+        )
+        ahead = profile_prefetch(workload, dataset, plan, loader, sample_bytes)
+    stop_conducting()  # the other ranks are done: the compile probe is rank 0's alone
     # Last: a compile leaves inductor's workers and caches behind, which no sweep should share.
     compiled = profile_compile(workload, device, compiling, plan, step)
     grid_max = max(plan.worker_counts)
     return Profile(
         device_type=device.type,
         cpu_count=cpu_count,
+        ranks=ranks,
         step=step,
         step_threads=step_threads,
         default_threads=torch.get_num_threads() if device.type != "cuda" else None,
