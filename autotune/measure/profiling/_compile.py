@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from autotune.measure._compile import MAX_COMPILING_STEPS, compilations, fresh_compile_caches
+from autotune.measure._distributed import world_size
 from autotune.measure.profiling._bench import StepBench, timed_steps
 from autotune.measure.profiling._plan import ProfilePlan
 from autotune.predict import CompilePoint, StepPoint
@@ -79,8 +80,9 @@ def _deadline(seconds: float) -> Iterator[_Deadline]:
 def compile_allowance(plan: ProfilePlan, step: Sequence[StepPoint]) -> float:
     """Seconds one compile may take: the plan's allowance, at most the run's seconds at the
     fastest eager step measured (``run_samples`` / its samples/s), which no compile longer
-    than can repay."""
-    fastest = max((p.samples_per_s or 0.0 for p in step), default=0.0)
+    than can repay. The run's samples are every rank's, the step's rate one rank's: the run
+    lasts its samples over the rate times the ranks."""
+    fastest = max((p.samples_per_s or 0.0 for p in step), default=0.0) * world_size()
     if plan.run_samples and fastest > 0:
         return min(plan.compile_budget_s, plan.run_samples / fastest)
     return plan.compile_budget_s
