@@ -509,6 +509,8 @@ class Profile(BaseModel):
                 else self.loader_one_ahead.samples_per_s,
             },
             "dataset_length": self.dataset_length,
+            # Its rates are one rank's of these (the predictions are global).
+            "ranks": self.ranks,
             "memory": [
                 {
                     "amp": m.amp,
