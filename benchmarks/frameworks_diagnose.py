@@ -22,6 +22,7 @@ import functools
 import json
 import statistics
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,13 @@ from benchmarks.frameworks import FRAMEWORKS, WARMUP_STEPS, framework_run
 TRIAL_TIMEOUT_S = 600.0
 
 
-def trial(workload: str, config: Config, confirm: bool) -> dict[str, Any]:
+def trial(
+    workload: str, config: Config, confirm: bool, long_s: float | None = None
+) -> dict[str, Any]:
     options = TuneOptions(workload=workload)
     plan = options.confirm_plan() if confirm else options.measure_plan()
+    if long_s is not None:  # a window and a warm-up long enough to rule their length out
+        plan = replace(plan, min_seconds=long_s, max_warmup_s=long_s)
     record = run_trial(workload, config, "cpu", plan, TRIAL_TIMEOUT_S)
     if record.outcome != "ok":
         raise SystemExit(f"the trial of {config} failed: {record.error}")
@@ -92,6 +97,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run-samples", type=int, help="samples each framework run trains on")
     parser.add_argument("--search-plan", action="store_true", help="the search's shorter plan")
     parser.add_argument(
+        "--long-window", type=float, help="also trials with this window and warm-up, seconds"
+    )
+    parser.add_argument("--trials-only", action="store_true", help="no framework runs")
+    parser.add_argument(
         "--fresh-trials", action="store_true", help="trials as fresh interpreters, not forked"
     )
     parser.add_argument("--json", help="also write every figure here")
@@ -112,7 +121,12 @@ def main(argv: list[str] | None = None) -> None:
             arms[f"trial {side}"] = functools.partial(
                 trial, workload, config, not options.search_plan
             )
-            arms[f"{key} {side}"] = functools.partial(framework, key, exports, samples)
+            if options.long_window:
+                arms[f"trial {side}, long"] = functools.partial(
+                    trial, workload, config, True, options.long_window
+                )
+            if not options.trials_only:
+                arms[f"{key} {side}"] = functools.partial(framework, key, exports, samples)
         runs = interleave(arms, options.rounds)
     if options.json:
         with open(options.json, "w") as out:
