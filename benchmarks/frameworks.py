@@ -247,10 +247,21 @@ def tune(
     return json.loads(out.read_text()), time.perf_counter() - started
 
 
-def measure(key: str, time_budget: float | None, rounds: int, samples: int) -> dict[str, Any]:
+def measure(
+    key: str,
+    time_budget: float | None,
+    rounds: int,
+    samples: int,
+    recommendation: Path | None = None,
+) -> dict[str, Any]:
+    """Tune ``key``'s script (or take an earlier tune's ``recommendation``), then run its
+    trainer interleaved."""
     framework = FRAMEWORKS[key]
-    folder = Path(tempfile.mkdtemp(prefix=f"frameworks-{key}-"))
-    document, tune_s = tune(framework, folder, time_budget)
+    if recommendation is None:
+        folder = Path(tempfile.mkdtemp(prefix=f"frameworks-{key}-"))
+        document, tune_s = tune(framework, folder, time_budget)
+    else:
+        document, tune_s = json.loads(recommendation.read_text()), None
     exports = document["exports"]
     hand = exports.get("set_by_hand", {}).get(framework.section, {})
     runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "recommended": []}
@@ -283,6 +294,10 @@ def _changed(result: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in config.items() if base.get(k) != v) or "none"
 
 
+def _minutes(seconds: float | None) -> str:
+    return "earlier tune" if seconds is None else f"{seconds / 60:.1f} min"
+
+
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
         "| framework | tune | recommendation (changed knobs) | trainer's samples/s, baseline"
@@ -293,7 +308,7 @@ def table(results: list[dict[str, Any]]) -> str:
     for r in results:
         base, rec = r["samples_per_s"]["baseline"], r["samples_per_s"]["recommended"]
         lines.append(
-            f"| {r['framework']} | {r['tune_s'] / 60:.1f} min, {r['trials']} trials"
+            f"| {r['framework']} | {_minutes(r['tune_s'])}, {r['trials']} trials"
             f" | {_changed(r)} | {statistics.median(base):.0f} ({min(base):.0f}-{max(base):.0f})"
             f" -> {statistics.median(rec):.0f} ({min(rec):.0f}-{max(rec):.0f})"
             f" | {r['seen']:.2f}x ({min(r['ratios']):.2f}-{max(r['ratios']):.2f})"
@@ -323,6 +338,12 @@ def main(argv: list[str] | None = None) -> None:
         "--run-samples", type=_positive(int), help="samples a run trains on (a smoke run)"
     )
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument(
+        "--recommendation",
+        type=Path,
+        action="append",
+        help="an earlier tune's JSON (autotune run --out) instead of tuning, one per --framework",
+    )
     parser.add_argument("--child", choices=sorted(FRAMEWORKS), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child:
@@ -330,10 +351,18 @@ def main(argv: list[str] | None = None) -> None:
         samples = options.run_samples or FRAMEWORKS[options.child].run_samples
         print(json.dumps(run(json.loads(sys.stdin.read()), samples)))
         return
+    keys = options.framework or sorted(FRAMEWORKS)
+    given = options.recommendation or []
+    if given and len(given) != len(keys):
+        parser.error(
+            f"{len(given)} --recommendation for {len(keys)} frameworks; give one per "
+            "--framework, in the same order"
+        )
     results = []
-    for key in options.framework or sorted(FRAMEWORKS):
+    for index, key in enumerate(keys):
         samples = options.run_samples or FRAMEWORKS[key].run_samples
-        results.append(measure(key, options.time_budget, options.rounds, samples))
+        earlier = given[index] if given else None
+        results.append(measure(key, options.time_budget, options.rounds, samples, earlier))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     if options.json:
         options.json.write_text(json.dumps(results, indent=1))

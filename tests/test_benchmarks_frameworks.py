@@ -68,3 +68,29 @@ def test_a_count_or_budget_that_is_not_positive_is_refused(
         main([option, "0"])
     assert exited.value.code == 2
     assert "0 is not positive; give a number above 0" in capsys.readouterr().err
+
+
+def test_recommendations_must_match_the_frameworks_one_for_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--framework", "hf", "--recommendation", "a.json", "--recommendation", "b.json"])
+    assert exited.value.code == 2
+    assert "2 --recommendation for 1 frameworks; give one per --framework" in (
+        capsys.readouterr().err
+    )
+
+
+def test_an_earlier_tune_is_shown_as_such_in_the_table() -> None:
+    result = {
+        "framework": "transformers Trainer",
+        "tune_s": None,
+        "trials": 22,
+        "baseline_config": {},
+        "config": {},
+        "claim": 1.0,
+        "samples_per_s": {"baseline": [1.0], "recommended": [1.0]},
+        "ratios": [1.0],
+        "seen": 1.0,
+    }
+    assert "| earlier tune, 22 trials | none |" in table([result])
