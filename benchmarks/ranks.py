@@ -3,8 +3,10 @@ each re-measured as N ranks, and an independent ``torchrun`` loop against the cl
 
 ``python -m benchmarks.ranks --workload builtin:image-cnn --ranks 2 --rounds 3``
 
-1. Tunes the workload twice with ``autotune run`` (same trials, seed and fixed knobs): once as
-   one process with the whole host, once with ``--nproc-per-node N``.
+1. Tunes the workload twice with ``autotune run`` (same trials, seed and fixed knobs, the
+   profile on unless ``--no-profile``): once as one process with the whole host, once with
+   ``--nproc-per-node N`` (its profile then runs as the N ranks); each job's wall time and its
+   finalists' measured / predicted samples/s are printed.
 2. Re-measures both picks as N ranks with autotune's runner, and the N-rank pick with the
    independent DDP loop (``benchmarks._ddp_loop``) launched by ``torchrun --nproc-per-node
    N``, interleaved round by round so that drift falls on every arm alike.
@@ -18,13 +20,16 @@ Run it under the exclusive benchmark lock, on an otherwise idle machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +56,28 @@ def tune(workload: str, ranks: int, args: argparse.Namespace, folder: Path) -> d
         "--device", "cpu", "--nproc-per-node", str(ranks),
         "--trials", str(args.trials), "--seed", str(args.seed),
         "--min-seconds", str(args.min_seconds), "--confirm-top", "2", "--confirm-rounds", "2",
-        "--no-profile", "--fix", "compile=off",
+        "--fix", "compile=off",
         "--db", str(folder / f"ranks-{ranks}.db"), "--out", str(out), "--fresh", "--quiet",
+        *(["--no-profile"] if args.no_profile else []),
     ]  # fmt: skip
     log(f"tuning {workload} as {ranks} rank(s)")
+    started = time.perf_counter()
     subprocess.run(command, check=True, timeout=args.tune_timeout)
     document: dict[str, Any] = json.loads(out.read_text())
     document["_path"] = str(out)
+    document["_wall_s"] = time.perf_counter() - started
+    document["_finalists"] = finalists(folder / f"ranks-{ranks}.db")
     return document
+
+
+def finalists(db: Path) -> list[float]:
+    """Measured / predicted samples/s of the job's confirmation runs (global units both)."""
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        rows = connection.execute(
+            "SELECT samples_per_s, predicted_samples_per_s FROM autotune_trials "
+            "WHERE phase = 'confirm' AND outcome = 'ok' AND predicted_samples_per_s > 0"
+        ).fetchall()
+    return [float(measured) / float(predicted) for measured, predicted in rows]
 
 
 def torchrun_loop(workload: str, path: str, ranks: int, seconds: float) -> float | None:
@@ -103,6 +122,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tune-timeout", type=float, default=900.0)
     parser.add_argument("--folder", type=Path, default=None)
+    parser.add_argument("--no-profile", action="store_true", help="tune without the profile")
     args = parser.parse_args()
     folder = args.folder or Path(tempfile.mkdtemp(prefix="autotune-ranks-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -175,6 +195,14 @@ def main() -> None:
         f"- 1-process recommendation's own claim (as 1 process): "
         f"{float(one['metrics']['samples_per_s']):,.0f} samples/s"
     )
+    for name, document in (("1-process", one), (f"{args.ranks}-rank", many)):
+        ratios = document["_finalists"]
+        inside = sum(0.85 <= r <= 1.15 for r in ratios)
+        shown = ", ".join(f"{r:.2f}" for r in ratios) or "none"
+        print(
+            f"- {name} job: {document['_wall_s']:.0f} s wall; finalists measured / predicted: "
+            f"{shown} ({inside} of {len(ratios)} inside 0.85-1.15)"
+        )
     print(f"- jobs and picks: {folder}")
 
 
