@@ -1,5 +1,7 @@
-"""Trials as real DDP ranks (gloo on this CPU): the ranks' process group, their shards, the
-host's share, the peak memory of every rank, a failing rank, and ``autotune run`` end to end."""
+"""Trials and the profile as real DDP ranks (gloo on this CPU): the ranks' process group,
+their shards (an iterable dataset's too), the host's share, the peak memory of every rank, a
+failing rank, the profile's lockstep and its global predictions, and ``autotune run`` end to
+end."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ import psutil
 import pytest
 
 from autotune.measure import MeasurePlan
+from autotune.predict import predict_configs
 from autotune.recommend import validate_recommendation
-from autotune.runner import RankPlan, TrialLauncher, run_trial
-from autotune.space import Config
+from autotune.runner import RankPlan, TrialLauncher, probe_workload, profile_workload, run_trial
+from autotune.space import Config, SearchSpace
+from autotune.tuner._profiling import profile_plan
 from tests.conftest import FAST
 from tests.test_cli import FAST_FLAGS, autotune
 
@@ -136,3 +140,59 @@ def test_run_tunes_two_gloo_ranks_end_to_end(tmp_path: Path, workload_file) -> N
     assert same["global_effective_batch"] == 2 * same["effective_batch"]
     # Workers are per rank: the searched range is the host's bound divided between two ranks.
     assert max(document["search_space"]["searched"]["num_workers"]) <= 16 // 2
+
+
+# -- the profile as the ranks ---------------------------------------------------------------
+
+
+def test_the_profile_of_two_ranks_runs_as_two_ddp_ranks_in_lockstep(
+    out: Path, workload_file
+) -> None:
+    path = workload_file("ranks_check")
+    with TrialLauncher(path, "cpu", RankPlan(2, 2)):
+        probe = probe_workload(path, "cpu", 60)
+        space = SearchSpace(probe.device.model_copy(update={"host_share": 2}), probe.workload)
+        profile = profile_workload(path, "cpu", profile_plan(space, None, True, 4.0), 180)
+    # Both ranks built the profile's models in one process group of two (rank 1's benches
+    # are DDP's, stepping with rank 0's): one process would leave rank "single" alone.
+    seen = seen_by_ranks(out)
+    assert {"0", "1"} <= set(seen), sorted(seen)
+    assert seen["1"]["world"] == 2 and seen["1"]["backend"] == "gloo"
+    assert seen["0"]["pid"] != seen["1"]["pid"]
+    # Rank 1 ran the loader sweep on its own shard at once: the indices it loaded.
+    assert samples_by_rank(out).get("1"), "rank 1 pulled no loader batch"
+    # One rank's profile: its shard of the epoch, its share of the cores.
+    assert profile.ranks == 2
+    assert profile.dataset_length == 256 // 2
+    assert profile.cpu_count == max(1, len(os.sched_getaffinity(0)) // 2)
+
+
+def test_the_predictions_of_two_ranks_are_global_as_their_trials(out: Path, workload_file) -> None:
+    path = workload_file("compute_heavy")  # a wide MLP: its all-reduce costs the step
+    with TrialLauncher(path, "cpu", RankPlan(2, 2)):
+        probe = probe_workload(path, "cpu", 60)
+        space = SearchSpace(probe.device.model_copy(update={"host_share": 2}), probe.workload)
+        profile = profile_workload(path, "cpu", profile_plan(space, None, True, 4.0), 180)
+        # The batches the step sweep timed (beyond them a prediction extrapolates).
+        timed = [p.batch_size for p in profile.step_points("off", False) if p.samples_per_s]
+        configs = [Config(batch_size=batch) for batch in timed[-2:]]
+        assert configs, profile.step
+        records = [run_trial(path, config, "cpu", PLAN, 120) for config in configs]
+    predicted = predict_configs(profile, configs).samples_per_s
+    for config, record, rate in zip(configs, records, predicted, strict=True):
+        assert record.outcome == "ok", record.error
+        assert record.samples_per_s is not None
+        # One rank's rate times the ranks: a prediction left per rank reads half the trial.
+        assert 0.65 < record.samples_per_s / rate < 1.6, (config.batch_size, rate, record)
+
+
+def test_an_iterable_dataset_is_sharded_across_the_ranks(out: Path, workload_file) -> None:
+    path = workload_file("ranks_check") + ":stream"
+    with TrialLauncher(path, "cpu", RankPlan(2, 2)):
+        record = run_trial(path, Config(batch_size=16, num_workers=1), "cpu", PLAN, 120)
+    assert record.outcome == "ok", record.error
+    loaded = samples_by_rank(out)
+    assert loaded.get("0") and loaded.get("1"), loaded.keys()
+    # Every other item of the stream each: no sample is counted twice in the global rate.
+    assert loaded["0"].isdisjoint(loaded["1"])
+    assert all(i % 2 == 0 for i in loaded["0"]) and all(i % 2 == 1 for i in loaded["1"])
