@@ -30,13 +30,17 @@ def test_more_ranks_than_gpus_is_refused_naming_both_numbers(workload_file) -> N
         probe_workload(workload_file("tiny"), "cuda")
 
 
-def test_two_nccl_ranks_each_on_its_own_gpu(
-    workload_file, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def ranks_check_on_two_gpus(workload_file, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """ranks_check's path, its ranks writing what they built into ``tmp_path``; two GPUs."""
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs")
     monkeypatch.setenv("AUTOTUNE_TEST_RANKS_DIR", str(tmp_path))
-    path = workload_file("ranks_check")
+    return workload_file("ranks_check")
+
+
+def test_two_nccl_ranks_each_on_its_own_gpu(ranks_check_on_two_gpus: str, tmp_path: Path) -> None:
+    path = ranks_check_on_two_gpus
     with TrialLauncher(path, "cuda", RankPlan(2, 2)):
         record = run_trial(path, Config(batch_size=16), "cuda", PLAN, 180)
     assert record.outcome == "ok", record.error
@@ -46,12 +50,9 @@ def test_two_nccl_ranks_each_on_its_own_gpu(
 
 
 def test_the_profile_of_two_nccl_ranks_steps_on_both_gpus(
-    workload_file, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ranks_check_on_two_gpus: str, tmp_path: Path
 ) -> None:
-    if torch.cuda.device_count() < 2:
-        pytest.skip("needs two GPUs")
-    monkeypatch.setenv("AUTOTUNE_TEST_RANKS_DIR", str(tmp_path))
-    path = workload_file("ranks_check")
+    path = ranks_check_on_two_gpus
     with TrialLauncher(path, "cuda", RankPlan(2, 2)):
         probe = probe_workload(path, "cuda")
         space = SearchSpace(probe.device.model_copy(update={"host_share": 2}), probe.workload)
