@@ -197,6 +197,42 @@ def test_the_step_clips_the_gradients_to_max_grad_norm(max_grad_norm: float | No
     assert moved == pytest.approx(0.01 if max_grad_norm else 200.0, rel=1e-4)
 
 
+def test_the_trainer_s_loop_work_runs_around_each_measured_step() -> None:
+    workload = hf("make_trainer_with_callback")
+    loop = run_steps(workload, Config(batch_size=16), steps=3)
+    hooks = loop.training.hooks
+    counter = next(cb for cb in hooks._callbacks.callbacks if type(cb).__name__ == "CountsSteps")
+    assert counter.events == [
+        event
+        for step in (1, 2, 3)
+        for event in ("step_begin", "pre_optimizer_step", f"step_end {step}")
+    ]
+    # The Trainer's default linear schedule stepped the learning rate down from the script's.
+    rates = [group["lr"] for group in loop.optimizer.param_groups]
+    assert all(0 < rate < 5e-5 for rate in rates)
+
+
+def test_the_trainer_s_reporting_integrations_are_not_run_in_trials(tmp_path: Path) -> None:
+    from transformers.integrations.integration_utils import TensorBoardCallback
+
+    from autotune.workload.frameworks.huggingface import TrainerHooks
+
+    trainer = make_configured_trainer(tmp_path)
+
+    class Reporting(TensorBoardCallback):
+        def __init__(self) -> None:
+            self.began = False
+
+        def on_train_begin(self, *args: Any, **kwargs: Any) -> None:
+            self.began = True
+
+    reporting = Reporting()
+    trainer.add_callback(reporting)
+    model = trainer.model
+    TrainerHooks(trainer, model, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert not reporting.began
+
+
 # -- Lightning ----------------------------------------------------------------------------------
 
 
@@ -407,3 +443,28 @@ def test_a_lightning_script_is_tuned_and_its_trainer_fits_with_the_exports(
         assert trainer.global_step == 2
         assert trainer.train_dataloader.batch_size == answer["config"]["batch_size"]
         assert trainer.train_dataloader.num_workers == answer["config"]["num_workers"]
+
+
+def test_the_module_s_own_step_hooks_run_where_lightning_runs_them() -> None:
+    loop = run_steps(lit("make_averaged"), Config(batch_size=32), steps=2)
+    module = loop.model
+    assert module.calls == [
+        call
+        for i in (0, 1)
+        for call in (
+            f"start {i}",
+            "before_backward",
+            "after_backward",
+            "before_optimizer_step grads=True",
+            "before_zero_grad grads=True",
+            f"end {i} loss=True",
+        )
+    ]
+    # The average the hook keeps moved with the weights.
+    first = next(module.parameters())
+    assert not torch.equal(module.average[0], first.detach())
+
+
+def test_a_hook_that_needs_a_trainer_fails_naming_the_hook_and_the_fix() -> None:
+    with pytest.raises(WorkloadError, match=r"AsksTheTrainer\.on_train_batch_end\(\) failed"):
+        run_steps(lit("make_asking_the_trainer"), Config(batch_size=32), steps=1)

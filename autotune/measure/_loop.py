@@ -28,7 +28,7 @@ from autotune.measure._distributed import (
     wrap_model,
 )
 from autotune.measure._optimizer import with_implementation
-from autotune.measure._step import TrainingStep, WaitClock, forward_loss
+from autotune.measure._step import TrainingStep, WaitClock, train_step
 from autotune.space import Config
 from autotune.workload import Workload
 
@@ -100,12 +100,15 @@ class TrainingLoop:
         self.config = config
         self.device = device
         self.training = TrainingStep(config, device, workload.max_grad_norm)
+        module = workload.model()
         # In a DDP trial (one rank of several) the model all-reduces its gradients.
-        self.model = wrap_model(self.training.prepare_model(workload.model()), device)
+        self.model = wrap_model(self.training.prepare_model(module), device)
         self.model.train()
         self.optimizer = with_implementation(
             workload.optimizer(self.model.parameters()), config.optimizer_impl
         )
+        if workload.step_hooks is not None:
+            self.training.hooks = workload.step_hooks(module, self.optimizer)
         self.graphs = GraphWatch(config)
         self.loader = build_loader(workload, config, workload.dataset())
         self.steps_per_epoch = _loader_length(self.loader)
@@ -190,9 +193,9 @@ class TrainingLoop:
         """One micro-step (forward, backward, optimizer on accumulation boundaries)."""
         started = time.perf_counter()
         self.graphs.begin_step()
-        with self.training.autocast():
-            loss = forward_loss(self.workload, self.model, batch, self._epoch_step - 1)
-        self.training.backward(loss, self.optimizer)
+        loss = train_step(
+            self.workload, self.training, self.model, self.optimizer, batch, self._epoch_step - 1
+        )
         self._add_loss(loss.detach())
         self.last_step_s = time.perf_counter() - started
         if self.last_in_epoch_start and self.device.type == "cpu":

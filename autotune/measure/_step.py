@@ -20,7 +20,7 @@ from autotune.measure._batches import DevicePrefetcher, to_device
 from autotune.measure._cuda_allocator import use_expandable_segments
 from autotune.measure._host_allocator import retain_freed_memory
 from autotune.space import Config
-from autotune.workload import ModelInputs, Workload
+from autotune.workload import ModelInputs, StepHooks, Workload
 
 _AFTER_LAST_BATCH = object()
 
@@ -116,6 +116,27 @@ def split_batch(batch: Any, model_computes_loss: bool) -> tuple[Any, Any]:
     return batch[0], batch[1]
 
 
+def train_step(
+    workload: Workload,
+    training: TrainingStep,
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    batch: Any,
+    batch_idx: int = 0,
+) -> torch.Tensor:
+    """One micro-step of ``batch`` (already on the device): the framework's hooks, forward and
+    loss under autocast, backward, the optimizer on accumulation boundaries. Returns the loss.
+
+    The measured loop and the profile's step benches both step through this.
+    """
+    training.hooks.before_step(batch, batch_idx)
+    with training.autocast():
+        loss = forward_loss(workload, model, batch, batch_idx)
+    training.backward(loss, optimizer)
+    training.hooks.after_step(loss, batch, batch_idx)
+    return loss
+
+
 def forward_loss(workload: Workload, model: Any, batch: Any, batch_idx: int = 0) -> torch.Tensor:
     """The forward pass and loss of one batch already on the device, as the workload defines
     them (its device transform, how its model takes inputs, its loss or the model's own).
@@ -177,6 +198,8 @@ class TrainingStep:
     The only state is the gradient scaler (fp16) and the micro-step count of gradient
     accumulation. With ``max_grad_norm`` the gradients' total norm is clipped to it before
     every optimizer step (unscaled first under fp16), as the frameworks' trainers do.
+    :attr:`hooks` is a framework's own per-step work around backward and the optimizer's step
+    (see :class:`~autotune.workload.StepHooks`); a plain workload's do nothing.
     """
 
     def __init__(
@@ -188,6 +211,7 @@ class TrainingStep:
         self._dtype = autocast_dtype(config)
         self._scaler: torch.amp.GradScaler | None = None
         self._micro_steps = 0
+        self.hooks = StepHooks()
 
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Set the backend flags, move ``model`` to the device, channels_last if chosen, and
@@ -262,10 +286,12 @@ class TrainingStep:
         steps = self.config.grad_accum_steps
         scaled = loss / steps if steps > 1 else loss
         scaler = self.grad_scaler()
+        self.hooks.before_backward(loss)
         if scaler is not None:
             scaler.scale(scaled).backward()
         else:
             scaled.backward()
+        self.hooks.after_backward()
         self._micro_steps += 1
         if self._micro_steps % steps:
             return False
@@ -276,10 +302,12 @@ class TrainingStep:
                 [p for group in optimizer.param_groups for p in group["params"]],
                 self.max_grad_norm,
             )
+        self.hooks.before_optimizer_step(optimizer)
         if scaler is not None:
             scaler.step(optimizer)
             scaler.update()
         else:
             optimizer.step()
+        self.hooks.after_optimizer_step(optimizer)
         optimizer.zero_grad(set_to_none=True)
         return True

@@ -1,6 +1,6 @@
 """Loading the user's workload: the contract, references on the command line, built-ins."""
 
-from autotune.workload._contract import ModelInputs, Workload
+from autotune.workload._contract import ModelInputs, StepHooks, Workload
 from autotune.workload._loader import (
     WorkloadRef,
     builtin_names,
@@ -11,6 +11,7 @@ from autotune.workload._loader import (
 
 __all__ = [
     "ModelInputs",
+    "StepHooks",
     "Workload",
     "WorkloadRef",
     "builtin_names",

@@ -23,6 +23,39 @@ ModelInputs = Literal["auto", "kwargs", "positional", "training_step"]
 MODEL_INPUTS: tuple[ModelInputs, ...] = ("auto", "kwargs", "positional", "training_step")
 
 
+class StepHooks:
+    """A framework's own per-step work, run where the framework runs it around autotune's step.
+
+    Each method does nothing here. A framework adapter (:mod:`autotune.workload.frameworks`)
+    overrides them to call the framework's real objects: a Trainer's callbacks, its
+    learning-rate scheduler and loss check, a LightningModule's hooks. The measured step
+    calls them in this order, once per micro-batch, the optimizer's two around each step.
+    """
+
+    def before_step(self, batch: Any, batch_idx: int) -> None:
+        """Before the forward pass of the batch (on the device)."""
+
+    def before_backward(self, loss: torch.Tensor) -> None:
+        """After the forward pass, before backward."""
+
+    def after_backward(self) -> None:
+        """After backward."""
+
+    def before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Before the optimizer steps (after clipping), on accumulation boundaries."""
+
+    def after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """After the optimizer stepped, before the gradients are zeroed."""
+
+    def after_step(self, loss: torch.Tensor, batch: Any, batch_idx: int) -> None:
+        """After the whole micro-step, with its loss."""
+
+
+#: Builds a trial's :class:`StepHooks` from the module the workload's factory handed out (not
+#: yet compiled or wrapped) and the optimizer over it.
+StepHooksFactory = Callable[[nn.Module, torch.optim.Optimizer], StepHooks]
+
+
 @dataclass
 class Workload:
     """A model, a dataset and how to train it: the unit autotune measures.
@@ -78,3 +111,6 @@ class Workload:
     #: The framework adapters (:mod:`autotune.workload.frameworks`) read them off the user's
     #: ``TrainingArguments`` or DataLoader.
     baseline: dict[str, Any] = field(default_factory=dict)
+    #: The framework's own per-step work (:class:`StepHooks`) for each trial's model and
+    #: optimizer; None for a plain workload, whose step is autotune's alone.
+    step_hooks: StepHooksFactory | None = None

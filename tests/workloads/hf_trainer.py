@@ -16,6 +16,7 @@ from transformers import (
     DataCollatorWithPadding,
     PreTrainedTokenizerFast,
     Trainer,
+    TrainerCallback,
     TrainingArguments,
 )
 
@@ -87,3 +88,25 @@ def make_trainer() -> Trainer:
         train_dataset=sentences,
         data_collator=DataCollatorWithPadding(sentences.tokenizer),
     )
+
+
+class CountsSteps(TrainerCallback):
+    """A user's callback: counts the step events the Trainer's loop sends it."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.events.append("step_begin")
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.events.append("pre_optimizer_step")
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.events.append(f"step_end {state.global_step}")
+
+
+def make_trainer_with_callback() -> Trainer:
+    trainer = make_trainer()
+    trainer.add_callback(CountsSteps())
+    return trainer

@@ -90,3 +90,50 @@ def make_with_trainer() -> tuple[Classifier, ImagesData, L.Trainer]:
         enable_progress_bar=False,
     )
     return Classifier(), ImagesData(), trainer
+
+
+class Averaged(Classifier):
+    """Overrides the per-step hooks: records each call (and whether gradients are there) and
+    keeps an exponential moving average of its weights after every batch, as users do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+        self.average = [p.detach().clone() for p in self.parameters()]
+
+    def _has_grads(self) -> bool:
+        return all(p.grad is not None for p in self.parameters())
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        self.calls.append(f"start {batch_idx}")
+
+    def on_before_backward(self, loss: torch.Tensor) -> None:
+        self.calls.append("before_backward")
+
+    def on_after_backward(self) -> None:
+        self.calls.append("after_backward")
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        self.calls.append(f"before_optimizer_step grads={self._has_grads()}")
+
+    def on_before_zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        self.calls.append(f"before_zero_grad grads={self._has_grads()}")
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.calls.append(f"end {batch_idx} loss={'loss' in outputs}")
+        with torch.no_grad():
+            for kept, p in zip(self.average, self.parameters(), strict=True):
+                kept.lerp_(p, 0.1)
+
+
+class AsksTheTrainer(Classifier):
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.trainer.global_step  # noqa: B018 - raises: no Trainer outside fit()
+
+
+def make_averaged() -> tuple[Classifier, ImagesData]:
+    return Averaged(), ImagesData()
+
+
+def make_asking_the_trainer() -> tuple[Classifier, ImagesData]:
+    return AsksTheTrainer(), ImagesData()

@@ -24,7 +24,7 @@ from autotune.measure._distributed import wrap_model
 from autotune.measure._host_allocator import release_freed_memory
 from autotune.measure._host_memory import peak_rss_bytes, reset_peak_rss
 from autotune.measure._optimizer import with_implementation
-from autotune.measure._step import TrainingStep, forward_loss
+from autotune.measure._step import TrainingStep, train_step
 from autotune.measure.profiling._cpu_time import _cpu_seconds
 from autotune.measure.profiling._lockstep import (
     AMP_MODES,
@@ -137,7 +137,8 @@ class StepBench:
             optimizer_impl=optimizer_impl,
         )
         self.training = TrainingStep(config, device, workload.max_grad_norm)
-        self.model = self.training.prepare_model(workload.model())
+        module = workload.model()
+        self.model = self.training.prepare_model(module)
         #: This bench's id among the ranks in a lockstep block (see :mod:`._lockstep`).
         self.ident: int | None = None
         conducting = conductor()
@@ -156,6 +157,8 @@ class StepBench:
         self.optimizer = with_implementation(
             workload.optimizer(self.model.parameters()), optimizer_impl
         )
+        if workload.step_hooks is not None:
+            self.training.hooks = workload.step_hooks(module, self.optimizer)
         self.channels_last = channels_last
 
     def on_device(self, batch: Any) -> Any:
@@ -167,9 +170,7 @@ class StepBench:
             if conducting is None:
                 raise RuntimeError("a bench of every rank stepped outside its lockstep block")
             conducting.send(STEP, self.ident, batch_size_of(batch))
-        with self.training.autocast():
-            loss = forward_loss(self.workload, self.model, batch)
-        self.training.backward(loss, self.optimizer)
+        train_step(self.workload, self.training, self.model, self.optimizer, batch)
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":

@@ -4,20 +4,22 @@ What the Trainer's own training step does is what is measured: the model called 
 collated dict as keyword arguments and its own loss, the optimizer ``TrainingArguments.optim``
 chooses with its learning rate, weight decay and parameter groups (``Trainer.create_optimizer``),
 the gradients clipped to ``max_grad_norm``, the collator that drops the columns the model does
-not take (``remove_unused_columns``) and the Trainer's sampler. The baseline is the
+not take (``remove_unused_columns``) and the Trainer's sampler; around it, the work its
+training loop does each step (:class:`TrainerHooks`). The baseline is the
 ``TrainingArguments`` exactly as the script set them: their batch size, DataLoader settings
 (``dataloader_pin_memory=True`` by default), precision and ``torch_compile``.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
 from torch.utils.data import RandomSampler
 
 from autotune.errors import WorkloadError
-from autotune.workload._contract import Workload
+from autotune.workload._contract import StepHooks, Workload
 from autotune.workload.frameworks._shared import ModuleSource
 
 
@@ -50,6 +52,80 @@ def _sampler_kwargs(trainer: Any, dataset: Any) -> dict[str, Any]:
     if sampler is None or isinstance(sampler, RandomSampler):
         return {"shuffle": sampler is not None}
     return {"shuffle": False, "sampler": sampler}
+
+
+#: The training length the learning-rate schedule is built for: long, so that the rate a trial
+#: steps with stays near the script's (the length of a trial does not change a step's work).
+SCHEDULE_STEPS = 1_000_000
+
+
+class TrainerHooks(StepHooks):
+    """What ``Trainer.train()``'s loop does each step around its training step, with the
+    Trainer's own objects: its callbacks' step events (the progress bar's among them; the
+    reporting integrations', which would open runs in the user's trackers, left out), the loss
+    check of ``logging_nan_inf_filter`` (a device synchronisation each step), the running loss
+    and floating-point count, the gradient norm it computes even when it does not clip, the
+    learning-rate scheduler's step, and the running loss read back when a log is due.
+    Checkpoints and evaluations are not made."""
+
+    def __init__(self, trainer: Any, module: torch.nn.Module, optimizer: Any) -> None:
+        from transformers import TrainerControl, TrainerState
+        from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+        self._trainer, self._args, self._module = trainer, trainer.args, module
+        trainer.lr_scheduler = None  # create_scheduler builds one only when none is set
+        self._scheduler = trainer.create_scheduler(SCHEDULE_STEPS, optimizer)
+        trainer.lr_scheduler = None
+        self._state = TrainerState(max_steps=SCHEDULE_STEPS)
+        self._state.compute_steps(self._args, SCHEDULE_STEPS)
+        reporting = tuple(INTEGRATION_TO_CALLBACK.values())
+        self._callbacks = copy.copy(trainer.callback_handler)
+        self._callbacks.callbacks = [
+            cb for cb in self._callbacks.callbacks if not isinstance(cb, reporting)
+        ]
+        self._callbacks.model, self._callbacks.optimizer = module, optimizer
+        self._callbacks.lr_scheduler = self._scheduler
+        self._control = self._callbacks.on_train_begin(self._args, self._state, TrainerControl())
+        self._running_loss: torch.Tensor | None = None
+        self._flos = 0.0
+
+    def before_step(self, batch: Any, batch_idx: int) -> None:
+        self._control = self._callbacks.on_step_begin(self._args, self._state, self._control)
+
+    def before_optimizer_step(self, optimizer: Any) -> None:
+        if not self._args.max_grad_norm or self._args.max_grad_norm <= 0:
+            # The Trainer reports the gradients' norm every step, clipping or not.
+            torch.nn.utils.clip_grad_norm_(self._module.parameters(), float("inf"))
+        self._control = self._callbacks.on_pre_optimizer_step(
+            self._args, self._state, self._control
+        )
+
+    def after_optimizer_step(self, optimizer: Any) -> None:
+        self._control = self._callbacks.on_optimizer_step(self._args, self._state, self._control)
+        self._scheduler.step()
+        self._state.global_step += 1
+        self._control = self._callbacks.on_step_end(self._args, self._state, self._control)
+        if self._control.should_log and self._running_loss is not None:
+            logs = {
+                "loss": float(self._running_loss),
+                "learning_rate": self._scheduler.get_last_lr()[0],
+            }
+            self._running_loss = None
+            self._control.should_log = False
+            self._control = self._callbacks.on_log(self._args, self._state, self._control, logs)
+        self._control.should_save = self._control.should_evaluate = False
+
+    def after_step(self, loss: torch.Tensor, batch: Any, batch_idx: int) -> None:
+        detached = loss.detach()
+        if not (
+            self._args.logging_nan_inf_filter
+            and bool(torch.isnan(detached) or torch.isinf(detached))
+        ):
+            self._running_loss = (
+                detached if self._running_loss is None else self._running_loss + detached
+            )
+        if isinstance(batch, dict):
+            self._flos += float(self._trainer.floating_point_ops(batch))
 
 
 def baseline_knobs(args: Any) -> dict[str, Any]:
@@ -116,4 +192,5 @@ def from_trainer(trainer: Any) -> Workload:
         model_inputs="kwargs",
         max_grad_norm=max_grad_norm if max_grad_norm and max_grad_norm > 0 else None,
         baseline=baseline_knobs(args),
+        step_hooks=lambda module, optimizer: TrainerHooks(trainer, module, optimizer),
     )

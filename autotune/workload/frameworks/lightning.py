@@ -1,7 +1,8 @@
 """``(LightningModule, LightningDataModule)`` as a workload, optionally with a ``Trainer``.
 
 What ``trainer.fit`` does each step is what is measured: the module's own ``training_step``
-(its returned loss), the first optimizer its ``configure_optimizers`` returns, and the
+(its returned loss) and the per-step hooks it overrides (:class:`ModuleHooks`), the first
+optimizer its ``configure_optimizers`` returns, and the
 DataModule's training DataLoader rebuilt with each trial's loader knobs, keeping its dataset,
 collate function and sampler, as Lightning itself re-instantiates a DataLoader to inject a
 sampler. The baseline is that DataLoader as the DataModule builds it and Lightning's default
@@ -17,7 +18,7 @@ from typing import Any
 import torch
 
 from autotune.errors import WorkloadError
-from autotune.workload._contract import Workload
+from autotune.workload._contract import StepHooks, Workload
 from autotune.workload.frameworks._shared import ModuleSource, loader_knobs, loader_kwargs
 
 #: Lightning 2.x precision strings, as autotune's ``amp`` names them.
@@ -53,6 +54,65 @@ def first_optimizer(configured: Any) -> torch.optim.Optimizer:
                 "in it; return an optimizer, a list of them or {'optimizer': ...}"
             )
     return seen
+
+
+class ModuleHooks(StepHooks):
+    """The LightningModule's per-step hooks that it overrides, called where ``Trainer.fit``
+    calls them: ``on_train_batch_start``, ``on_before_backward``, ``on_after_backward``,
+    ``on_before_optimizer_step``, ``on_before_zero_grad`` and ``on_train_batch_end`` (an
+    exponential moving average of the weights, a gradient-norm log: work a step pays). Hooks
+    left as Lightning defines them do nothing and are not called. The Trainer's own per-step
+    work (its progress bar, its logger connector) needs a running Trainer and is not
+    measured."""
+
+    NAMES = (
+        "on_train_batch_start",
+        "on_before_backward",
+        "on_after_backward",
+        "on_before_optimizer_step",
+        "on_before_zero_grad",
+        "on_train_batch_end",
+    )
+
+    def __init__(self, module: Any) -> None:
+        base = _lightning().LightningModule
+        self._name = type(module).__name__
+        self._hooks = {
+            name: getattr(module, name)
+            for name in self.NAMES
+            if getattr(type(module), name) is not getattr(base, name)
+        }
+
+    def _call(self, name: str, *args: Any) -> None:
+        hook = self._hooks.get(name)
+        if hook is None:
+            return
+        try:
+            hook(*args)
+        except Exception as exc:
+            raise WorkloadError(
+                f"{self._name}.{name}() failed outside a Trainer ({type(exc).__name__}: "
+                f"{exc}); autotune steps the module without one, so make the hook work "
+                "without self.trainer"
+            ) from exc
+
+    def before_step(self, batch: Any, batch_idx: int) -> None:
+        self._call("on_train_batch_start", batch, batch_idx)
+
+    def before_backward(self, loss: torch.Tensor) -> None:
+        self._call("on_before_backward", loss)
+
+    def after_backward(self) -> None:
+        self._call("on_after_backward")
+
+    def before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        self._call("on_before_optimizer_step", optimizer)
+
+    def after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        self._call("on_before_zero_grad", optimizer)
+
+    def after_step(self, loss: torch.Tensor, batch: Any, batch_idx: int) -> None:
+        self._call("on_train_batch_end", {"loss": loss}, batch, batch_idx)
 
 
 def _trainer_settings(trainer: Any) -> tuple[dict[str, Any], float | None]:
@@ -127,4 +187,5 @@ def from_lightning(returned: tuple[Any, ...]) -> Workload:
         model_inputs="training_step",
         max_grad_norm=max_grad_norm,
         baseline=baseline,
+        step_hooks=lambda module, optimizer: ModuleHooks(module),
     )
