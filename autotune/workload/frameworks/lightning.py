@@ -61,9 +61,9 @@ class ModuleHooks(StepHooks):
     calls them: ``on_train_batch_start``, ``on_before_backward``, ``on_after_backward``,
     ``on_before_optimizer_step``, ``on_before_zero_grad`` and ``on_train_batch_end`` (an
     exponential moving average of the weights, a gradient-norm log: work a step pays). Hooks
-    left as Lightning defines them do nothing and are not called. The Trainer's own per-step
-    work (its progress bar, its logger connector) needs a running Trainer and is not
-    measured."""
+    left as Lightning defines them do nothing and are not called. The work of the Trainer's own
+    loop (hook dispatch, the optimizer closure, its progress bar and logger) needs a running
+    Trainer and is not measured."""
 
     NAMES = (
         "on_train_batch_start",
