@@ -212,6 +212,13 @@ def test_the_trainer_s_loop_work_runs_around_each_measured_step() -> None:
     assert all(0 < rate < 5e-5 for rate in rates)
 
 
+def test_a_callback_that_needs_train_fails_naming_the_event_and_the_fix() -> None:
+    with pytest.raises(
+        WorkloadError, match=r"failed in on_step_end \(AttributeError.*outside train"
+    ):
+        run_steps(hf("make_trainer_with_a_callback_needing_train"), Config(batch_size=16))
+
+
 def test_the_trainer_s_reporting_integrations_are_not_run_in_trials(tmp_path: Path) -> None:
     from transformers.integrations.integration_utils import TensorBoardCallback
 

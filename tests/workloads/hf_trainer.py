@@ -110,3 +110,16 @@ def make_trainer_with_callback() -> Trainer:
     trainer = make_trainer()
     trainer.add_callback(CountsSteps())
     return trainer
+
+
+class NeedsTrain(TrainerCallback):
+    """A callback that reads what only train() sets up."""
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        kwargs["train_dataloader"].batch_size  # noqa: B018 - train() passes it, autotune not
+
+
+def make_trainer_with_a_callback_needing_train() -> Trainer:
+    trainer = make_trainer()
+    trainer.add_callback(NeedsTrain())
+    return trainer

@@ -85,26 +85,37 @@ class TrainerHooks(StepHooks):
         ]
         self._callbacks.model, self._callbacks.optimizer = module, optimizer
         self._callbacks.lr_scheduler = self._scheduler
-        self._control = self._callbacks.on_train_begin(self._args, self._state, TrainerControl())
+        self._control = TrainerControl()
+        self._event("on_train_begin")
         self._running_loss: torch.Tensor | None = None
         self._flos = 0.0
 
+    def _event(self, name: str, *logs: dict[str, float]) -> None:
+        """Send the Trainer's callbacks one event, as its loop does."""
+        try:
+            send = getattr(self._callbacks, name)
+            self._control = send(self._args, self._state, self._control, *logs)
+        except Exception as exc:
+            raise WorkloadError(
+                f"a callback of the Trainer failed in {name} ({type(exc).__name__}: {exc}); "
+                "autotune sends the callbacks their step events around its own step, outside "
+                "train(), so make them work without train()'s set-up"
+            ) from exc
+
     def before_step(self, batch: Any, batch_idx: int) -> None:
-        self._control = self._callbacks.on_step_begin(self._args, self._state, self._control)
+        self._event("on_step_begin")
 
     def before_optimizer_step(self, optimizer: Any) -> None:
         if not self._args.max_grad_norm or self._args.max_grad_norm <= 0:
             # The Trainer reports the gradients' norm every step, clipping or not.
             torch.nn.utils.clip_grad_norm_(self._module.parameters(), float("inf"))
-        self._control = self._callbacks.on_pre_optimizer_step(
-            self._args, self._state, self._control
-        )
+        self._event("on_pre_optimizer_step")
 
     def after_optimizer_step(self, optimizer: Any) -> None:
-        self._control = self._callbacks.on_optimizer_step(self._args, self._state, self._control)
+        self._event("on_optimizer_step")
         self._scheduler.step()
         self._state.global_step += 1
-        self._control = self._callbacks.on_step_end(self._args, self._state, self._control)
+        self._event("on_step_end")
         if self._control.should_log and self._running_loss is not None:
             logs = {
                 "loss": float(self._running_loss),
@@ -112,7 +123,7 @@ class TrainerHooks(StepHooks):
             }
             self._running_loss = None
             self._control.should_log = False
-            self._control = self._callbacks.on_log(self._args, self._state, self._control, logs)
+            self._event("on_log", logs)
         self._control.should_save = self._control.should_evaluate = False
 
     def after_step(self, loss: torch.Tensor, batch: Any, batch_idx: int) -> None:
