@@ -212,6 +212,19 @@ def test_the_trainer_s_loop_work_runs_around_each_measured_step() -> None:
     assert all(0 < rate < 5e-5 for rate in rates)
 
 
+def test_accumulation_sends_step_events_per_optimizer_step_as_the_trainer_does() -> None:
+    workload = hf("make_trainer_with_callback")
+    loop = run_steps(workload, Config(batch_size=16, grad_accum_steps=2), steps=4)
+    counter = next(
+        cb for cb in loop.training.hooks._callbacks.callbacks if type(cb).__name__ == "CountsSteps"
+    )
+    assert counter.events == [
+        event
+        for step in (1, 2)
+        for event in ("step_begin", "substep_end", "pre_optimizer_step", f"step_end {step}")
+    ]
+
+
 def test_a_callback_that_needs_train_fails_naming_the_event_and_the_fix() -> None:
     with pytest.raises(
         WorkloadError, match=r"failed in on_step_end \(AttributeError.*outside train"

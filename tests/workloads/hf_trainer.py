@@ -105,6 +105,9 @@ class CountsSteps(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.events.append(f"step_end {state.global_step}")
 
+    def on_substep_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.events.append("substep_end")
+
 
 def make_trainer_with_callback() -> Trainer:
     trainer = make_trainer()

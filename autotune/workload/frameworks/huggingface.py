@@ -89,6 +89,8 @@ class TrainerHooks(StepHooks):
         self._event("on_train_begin")
         self._running_loss: torch.Tensor | None = None
         self._flos = 0.0
+        #: Whether an accumulation cycle has begun and not yet reached its optimizer step.
+        self._in_cycle = False
 
     def _event(self, name: str, *logs: dict[str, float]) -> None:
         """Send the Trainer's callbacks one event, as its loop does."""
@@ -103,7 +105,9 @@ class TrainerHooks(StepHooks):
             ) from exc
 
     def before_step(self, batch: Any, batch_idx: int) -> None:
-        self._event("on_step_begin")
+        if not self._in_cycle:  # once per optimizer step, at its first micro-batch
+            self._event("on_step_begin")
+            self._in_cycle = True
 
     def before_optimizer_step(self, optimizer: Any) -> None:
         if not self._args.max_grad_norm or self._args.max_grad_norm <= 0:
@@ -113,6 +117,7 @@ class TrainerHooks(StepHooks):
 
     def after_optimizer_step(self, optimizer: Any) -> None:
         self._event("on_optimizer_step")
+        self._in_cycle = False
         self._scheduler.step()
         self._state.global_step += 1
         self._event("on_step_end")
@@ -137,6 +142,8 @@ class TrainerHooks(StepHooks):
             )
         if isinstance(batch, dict):
             self._flos += float(self._trainer.floating_point_ops(batch))
+        if self._in_cycle:  # a micro-batch that accumulated without stepping
+            self._event("on_substep_end")
 
 
 def baseline_knobs(args: Any) -> dict[str, Any]:

@@ -112,7 +112,7 @@ class ModuleHooks(StepHooks):
         self._call("on_before_zero_grad", optimizer)
 
     def after_step(self, loss: torch.Tensor, batch: Any, batch_idx: int) -> None:
-        self._call("on_train_batch_end", {"loss": loss}, batch, batch_idx)
+        self._call("on_train_batch_end", {"loss": loss.detach()}, batch, batch_idx)
 
 
 def _trainer_settings(trainer: Any) -> tuple[dict[str, Any], float | None]:
