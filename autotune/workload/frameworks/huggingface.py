@@ -76,7 +76,12 @@ class TrainerHooks(StepHooks):
         trainer.lr_scheduler = None  # create_scheduler builds one only when none is set
         self._scheduler = trainer.create_scheduler(SCHEDULE_STEPS, optimizer)
         trainer.lr_scheduler = None
-        self._state = TrainerState(max_steps=SCHEDULE_STEPS)
+        # One rank of several (a DDP trial): the progress bar and logs are rank 0's, as in train().
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        first = not distributed or torch.distributed.get_rank() == 0
+        self._state = TrainerState(
+            max_steps=SCHEDULE_STEPS, is_local_process_zero=first, is_world_process_zero=first
+        )
         self._state.compute_steps(self._args, SCHEDULE_STEPS)
         reporting = tuple(INTEGRATION_TO_CALLBACK.values())
         self._callbacks = copy.copy(trainer.callback_handler)
