@@ -4,7 +4,9 @@ The module of benchmarks/workloads/lit_images.py trains over batches held in mem
 work), in fresh modules each run, interleaved for ``--rounds`` rounds: autotune's way (its
 ``training_step``, backward, the optimizer; the ``self.log`` inside is a no-op without a
 Trainer) against ``fit()`` with its defaults and with parts of its per-step work turned off.
-Each figure is ms a step over the second epoch, median and range over the rounds.
+Each figure is ms a step over the second epoch, median and range over the rounds. One more arm
+drives ``fit()`` one step at a time from outside (:class:`DrivenFit`, ``fit()`` in a greenlet
+fed one batch per step): a way for a trial to time Lightning's own step, loop included.
 
 Run it alone on the machine::
 
@@ -23,6 +25,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import greenlet
 import lightning as L
 import torch
 from torch.utils.data import DataLoader
@@ -73,6 +76,44 @@ def fit(module: L.LightningModule, batches: list[Any], **trainer: Any) -> float:
     return _per_step(stamps.stamps)
 
 
+class DrivenFit:
+    """``Trainer.fit`` run in a greenlet over an endless feed: :meth:`step` hands it one batch
+    and returns once ``fit()`` asks for the next, having done all its per-step work on it."""
+
+    def __init__(self, module: L.LightningModule, folder: str, **trainer: Any) -> None:
+        caller = greenlet.getcurrent()
+
+        class Feed(torch.utils.data.IterableDataset[Any]):
+            def __iter__(self) -> Any:
+                while (batch := caller.switch()) is not None:  # back to the caller: step done
+                    yield batch
+
+        run = L.Trainer(max_epochs=1, default_root_dir=folder, **trainer)
+        feed = DataLoader(Feed(), batch_size=None)
+        self._fit = greenlet.greenlet(lambda: run.fit(module, train_dataloaders=feed))
+        self._fit.switch()  # fit()'s set-up, up to its first batch
+
+    def step(self, batch: Any) -> None:
+        self._fit.switch(batch)
+
+    def close(self) -> None:
+        """End the epoch, and with it ``fit()``."""
+        if not self._fit.dead:
+            self._fit.switch(None)
+
+
+def driven(module: L.LightningModule, batches: list[Any]) -> float:
+    with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stdout(io.StringIO()):
+        run = DrivenFit(module, folder, accelerator="cpu", devices=1)
+        stamps = []
+        for _ in range(2):
+            for batch in batches:
+                stamps.append(time.perf_counter())
+                run.step(batch)
+        run.close()
+    return _per_step(stamps)
+
+
 def plain(module: Classifier, batches: list[Any]) -> float:
     optimizer = module.configure_optimizers()
     stamps = []
@@ -99,6 +140,7 @@ def arms(batches: list[Any]) -> dict[str, Callable[[], float]]:
         ),
         "fit(), defaults, training_step without self.log": lambda: fit(Unlogged(), batches),
         "fit(), barebones=True, without self.log": lambda: fit(Unlogged(), batches, barebones=True),
+        "fit(), Trainer defaults, driven a step at a time": lambda: driven(Classifier(), batches),
     }
 
 
