@@ -232,6 +232,35 @@ def test_a_callback_that_needs_train_fails_naming_the_event_and_the_fix() -> Non
         run_steps(hf("make_trainer_with_a_callback_needing_train"), Config(batch_size=16))
 
 
+def test_a_plateau_schedule_is_not_stepped_each_step_as_in_train(tmp_path: Path) -> None:
+    from autotune.workload.frameworks.huggingface import TrainerHooks
+
+    script = make_configured_trainer(tmp_path)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path),
+        report_to="none",
+        use_cpu=True,
+        eval_strategy="steps",
+        lr_scheduler_type="reduce_lr_on_plateau",
+    )
+    trainer = transformers.Trainer(
+        model=script.model,
+        args=args,
+        train_dataset=script.train_dataset,
+        eval_dataset=script.train_dataset,
+        data_collator=script.data_collator,
+    )
+    model = trainer.model
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    hooks = TrainerHooks(trainer, model, optimizer)
+    for _ in range(3):  # ReduceLROnPlateau.step() without a metric raises
+        hooks.before_step({}, 0)
+        hooks.before_optimizer_step(optimizer)
+        hooks.after_optimizer_step(optimizer)
+        hooks.after_step(torch.tensor(1.0), {}, 0)
+    assert optimizer.param_groups[0]["lr"] == 0.1
+
+
 def test_the_trainer_s_reporting_integrations_are_not_run_in_trials(tmp_path: Path) -> None:
     from transformers.integrations.integration_utils import TensorBoardCallback
 

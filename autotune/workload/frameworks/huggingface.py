@@ -70,7 +70,11 @@ class TrainerHooks(StepHooks):
 
     def __init__(self, trainer: Any, module: torch.nn.Module, optimizer: Any) -> None:
         from transformers import TrainerControl, TrainerState
-        from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+        try:
+            from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+        except ImportError:  # older transformers: no reporting integrations to leave out
+            INTEGRATION_TO_CALLBACK = {}  # noqa: N806
 
         self._trainer, self._args, self._module = trainer, trainer.args, module
         trainer.lr_scheduler = None  # create_scheduler builds one only when none is set
@@ -123,13 +127,15 @@ class TrainerHooks(StepHooks):
     def after_optimizer_step(self, optimizer: Any) -> None:
         self._event("on_optimizer_step")
         self._in_cycle = False
-        self._scheduler.step()
+        # A plateau schedule steps on an evaluation's metric, not every step (as in train()).
+        if not isinstance(self._scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            self._scheduler.step()
         self._state.global_step += 1
         self._event("on_step_end")
         if self._control.should_log and self._running_loss is not None:
             logs = {
                 "loss": float(self._running_loss),
-                "learning_rate": self._scheduler.get_last_lr()[0],
+                "learning_rate": optimizer.param_groups[0]["lr"],
             }
             self._running_loss = None
             self._control.should_log = False
